@@ -1,0 +1,9 @@
+"""diffcam: a differentiable pinhole ray-caster (and scene layer) in plain PyTorch."""
+
+from .camera import PinholeCamera as PinholeCamera
+from .primitives import Primitive as Primitive
+from .render import Lighting as Lighting
+from .render import RenderBuffers as RenderBuffers
+from .render import render as render
+from .render import render_buffers as render_buffers
+from .textures import sample_texture as sample_texture

@@ -1,0 +1,475 @@
+"""Primitives: analytic ray intersection, texture coordinates, normals and silhouette distance.
+
+Everything here works in a primitive's *local* (body) frame on broadcastable tensors: ray
+origins ``o`` (..., 3), directions ``d`` (..., 3) and half-size parameters ``h`` (..., 3). The
+ray parameter ``t`` is whatever ``d`` is scaled in; the renderer uses camera-frame directions
+with z = 1, so ``t`` is the camera depth (m).
+
+Half-size parameter ``h`` per kind (from the scene schema's ``size``):
+
+========== ========================== ==========================
+kind       size (schema)              h
+========== ========================== ==========================
+box        full extents [x, y, z]     [x/2, y/2, z/2]
+sphere     radius r                   [r, 0, 0]
+cylinder   [r, length]                [r, length/2, 0]
+capsule    [r, length] (cylinder part) [r, length/2, 0]
+rectangle  [x, y] (normal +z)         [x/2, y/2, 0]
+plane      [x, y] or None (infinite)  [x/2, y/2, 0] / unused
+========== ========================== ==========================
+
+All functions are branch-free (``torch.where`` on guarded values) so they can run on the whole
+(B, K, pixels) grid without autograd and again, differentiably, on the winning samples only;
+they never produce inf or NaN values or gradients (misses get a finite dummy ``t`` and
+``hit = False``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._safe import safe_atan2, safe_div, safe_sqrt, tiny
+
+__all__ = [
+    "Primitive",
+    "KINDS",
+    "intersect",
+    "surface_uv",
+    "surface_normal",
+    "silhouette_distance",
+]
+
+PLANE, RECT, BOX, SPHERE, CYLINDER, CAPSULE = range(6)
+KINDS = {
+    "plane": PLANE,
+    "rectangle": RECT,
+    "box": BOX,
+    "sphere": SPHERE,
+    "cylinder": CYLINDER,
+    "capsule": CAPSULE,
+}
+_BIG = 1e30  # finite "no hit" depth / "far inside" distance; fits float32
+
+
+class Primitive:
+    """One shape with its appearance. The pose comes separately, at render time.
+
+    Args:
+        kind: "box" | "sphere" | "capsule" | "cylinder" | "plane" | "rectangle".
+        size: shape size in metres following the scene schema (see the module docstring):
+            a number or a tensor of shape (k,) or (B, k) (per-batch sizes; may require grad).
+            ``None`` only for an infinite plane.
+        texture: (3, Ht, Wt) tensor in [0, 1] (may require grad), or None.
+        color: (3,) tensor/sequence in [0, 1] used when there is no texture (grey if neither).
+        uv_scale: (su, sv) texture repeats: the (u, v) below are multiplied by these.
+        wrap: texture addressing, "repeat" (default) or "clamp".
+
+    Texture (u, v) layouts (u right, v up, as seen from outside; "front" is the view from body
+    -y towards +y with body +z up, i.e. the default scene camera):
+
+    * rectangle / finite plane: u = x / size_x + 1/2, v = y / size_y + 1/2: seen from +z with
+      +y up, the texture appears upright and unmirrored. From behind (-z) it is mirrored.
+    * infinite plane: u = x, v = y (one texture repeat per metre, times ``uv_scale``).
+    * box: every face shows the whole texture, upright and unmirrored seen from outside: side
+      faces (+-x, +-y) with body +z up (front face -y: u = x/sx + 1/2, v = z/sz + 1/2; +x: u
+      along +y; +y: u along -x; -x: u along -y); top (+z) seen from above with +y up (u along
+      +x), bottom (-z) seen from below with +y up (u along -x).
+    * sphere: longitude/latitude. u = 1/2 + atan2(x, -y) / 2pi, so u = 1/2 faces the front
+      (-y) and u grows to the right seen from the front; the seam (u = 0 = 1) is at the back
+      (+y). v = 1/2 + latitude / pi (v = 1 at the +z pole).
+    * cylinder: side wrapped like the sphere's longitude, u = 1/2 + atan2(x, -y) / 2pi,
+      v = z / length + 1/2; caps like the box's top/bottom faces with extent 2r.
+    * capsule: u as the cylinder; v = (z + length/2 + r) / (length + 2r), linear in body z
+      over the whole capsule including both hemispheres.
+    """
+
+    def __init__(
+        self, kind, size=None, texture=None, color=None, uv_scale=(1.0, 1.0), wrap="repeat"
+    ):
+        if kind not in KINDS:
+            raise ValueError(f"Primitive: unknown kind {kind!r}; expected one of {sorted(KINDS)}")
+        if wrap not in ("repeat", "clamp"):
+            raise ValueError(f"Primitive: wrap must be 'repeat' or 'clamp', got {wrap!r}")
+        if size is None and kind != "plane":
+            raise ValueError(f"Primitive: kind {kind!r} needs a size")
+        if texture is not None and (texture.dim() != 3 or texture.shape[0] != 3):
+            raise ValueError(
+                f"Primitive: texture must have shape (3, Ht, Wt), got {tuple(texture.shape)}"
+            )
+        self.kind = kind
+        self.code = PLANE if (kind == "plane" and size is None) else KINDS[kind]
+        if kind == "plane" and size is not None:
+            self.code = RECT
+        self.size = size
+        self.texture = texture
+        self.color = color
+        self.uv_scale = uv_scale
+        self.wrap = wrap
+
+    def half_size(self, dtype, device) -> torch.Tensor:
+        """(1|B, 3) half-size parameter ``h`` (see the module docstring)."""
+        if self.code == PLANE:
+            return torch.zeros(1, 3, dtype=dtype, device=device)
+        s = self.size
+        if not isinstance(s, torch.Tensor):
+            s = torch.as_tensor(s, dtype=dtype, device=device)
+        s = s.to(dtype=dtype, device=device)
+        if s.dim() == 0:
+            s = s.reshape(1, 1)
+        elif s.dim() == 1:
+            s = s.unsqueeze(0)
+        z = torch.zeros_like(s[:, :1])
+        if self.code == BOX:
+            return 0.5 * s[:, :3]
+        if self.code == SPHERE:
+            return torch.cat([s[:, :1], z, z], dim=1)
+        if self.code in (CYLINDER, CAPSULE):
+            return torch.cat([s[:, :1], 0.5 * s[:, 1:2], z], dim=1)
+        return torch.cat([0.5 * s[:, :2], z], dim=1)  # rectangle / finite plane
+
+    def appearance(self, dtype, device) -> torch.Tensor:
+        """(3, Ht, Wt) texture, or the colour as a (3, 1, 1) texture."""
+        if self.texture is not None:
+            return self.texture.to(dtype=dtype, device=device)
+        c = self.color if self.color is not None else (0.7, 0.7, 0.7)
+        if not isinstance(c, torch.Tensor):
+            c = torch.as_tensor(c, dtype=dtype, device=device)
+        return c.to(dtype=dtype, device=device).reshape(3, 1, 1)
+
+    def __repr__(self) -> str:
+        tex = f"texture{tuple(self.texture.shape)}" if self.texture is not None else "color"
+        return f"Primitive({self.kind!r}, size={self.size}, {tex})"
+
+
+# ---------------------------------------------------------------------------- intersection
+def _eps_t(x: torch.Tensor) -> float:
+    return 1e-9 if x.dtype == torch.float64 else 1e-5
+
+
+def _dot(a, b):
+    return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
+
+
+def _nearest_root(a, b, c):
+    """Nearest positive root of a t^2 + 2 b t + c = 0 (a > 0) -> (t, valid)."""
+    disc = b * b - a * c
+    sq = safe_sqrt(disc)
+    a_s = torch.where(a > tiny(a), a, torch.ones_like(a))
+    t0 = (-b - sq) / a_s
+    t1 = (-b + sq) / a_s
+    eps = _eps_t(a)
+    t = torch.where(t0 > eps, t0, t1)
+    return t, (disc > 0) & (a > tiny(a)) & (t > eps)
+
+
+def _both_roots(a, b, c):
+    disc = b * b - a * c
+    sq = safe_sqrt(disc)
+    a_s = torch.where(a > tiny(a), a, torch.ones_like(a))
+    ok = (disc > 0) & (a > tiny(a))
+    return (-b - sq) / a_s, (-b + sq) / a_s, ok
+
+
+def _min_valid(cands, valids):
+    """Smallest valid candidate -> (t, any_valid); gradients flow to the chosen candidate."""
+    big = torch.full_like(cands[0], _BIG)
+    stacked = torch.stack([torch.where(v, c, big) for c, v in zip(cands, valids, strict=True)])
+    t = stacked.amin(0)
+    hit = t < 0.5 * _BIG
+    return torch.where(hit, t, torch.ones_like(t)), hit
+
+
+def intersect(code: int, o: torch.Tensor, d: torch.Tensor, h: torch.Tensor):
+    """Nearest intersection with t > 0 of rays ``o + t d`` with one primitive kind.
+
+    Args:
+        code: primitive kind code (``KINDS[name]``; a finite plane is ``RECT``).
+        o, d: (..., 3) ray origin and direction in the primitive's local frame.
+        h: (..., 3) half-size parameter (module docstring).
+
+    Returns:
+        t: (...) ray parameter of the hit (finite dummy 1 where missed).
+        hit: (...) bool.
+    """
+    eps = _eps_t(d)
+    ox, oy, oz = o[..., 0], o[..., 1], o[..., 2]
+    dx, dy, dz = d[..., 0], d[..., 1], d[..., 2]
+    if code in (PLANE, RECT):
+        t = safe_div(-oz, dz)
+        hit = (t > eps) & (dz.abs() > tiny(dz))
+        if code == RECT:
+            hit = hit & ((ox + t * dx).abs() <= h[..., 0]) & ((oy + t * dy).abs() <= h[..., 1])
+        return torch.where(hit, t, torch.ones_like(t)), hit
+    if code == SPHERE:
+        r = h[..., 0]
+        t, hit = _nearest_root(_dot(d, d), _dot(o, d), _dot(o, o) - r * r)
+        return torch.where(hit, t, torch.ones_like(t)), hit
+    if code == BOX:
+        inv = safe_div(torch.ones_like(d), d)
+        ta = (-h - o) * inv
+        tb = (h - o) * inv
+        tnear = torch.minimum(ta, tb).amax(-1)
+        tfar = torch.maximum(ta, tb).amin(-1)
+        hit = (tfar >= tnear) & (tfar > eps)
+        t = torch.where(tnear > eps, tnear, tfar)
+        return torch.where(hit, t, torch.ones_like(t)), hit
+    if code in (CYLINDER, CAPSULE):
+        r, hl = h[..., 0], h[..., 1]
+        a = dx * dx + dy * dy
+        b = ox * dx + oy * dy
+        c = ox * ox + oy * oy - r * r
+        s0, s1, ok = _both_roots(a, b, c)
+        cands = [s0, s1]
+        valids = [ok & (s0 > eps) & ((oz + s0 * dz).abs() <= hl), ok & (s1 > eps)]
+        valids[1] = valids[1] & ((oz + s1 * dz).abs() <= hl)
+        if code == CYLINDER:
+            r2 = r * r
+            for zc in (hl, -hl):
+                tc = safe_div(zc - oz, dz)
+                px, py = ox + tc * dx, oy + tc * dy
+                cands.append(tc)
+                valids.append((tc > eps) & (px * px + py * py <= r2) & (dz.abs() > tiny(dz)))
+        else:
+            aa = _dot(d, d)
+            for zc in (hl, -hl):
+                oc = torch.stack([ox, oy, oz - zc], -1)
+                tsph, vs = _nearest_root(aa, _dot(oc, d), _dot(oc, oc) - r * r)
+                cands.append(tsph)
+                valids.append(vs)
+        return _min_valid(cands, valids)
+    raise ValueError(f"unknown primitive code {code}")
+
+
+# ---------------------------------------------------------------------------- (u, v), normals
+def _lon(x, y):
+    """Longitude coordinate in [0, 1]: 1/2 at body -y, growing towards +x (seen from -y)."""
+    return 0.5 + safe_atan2(x, -y) / (2.0 * math.pi)
+
+
+def _box_face(p, h):
+    """Index (...,) long of the box face axis a point is on: argmax |p_i| / h_i."""
+    ratio = p.abs() / torch.where(h > 0, h, torch.ones_like(h))
+    return ratio.argmax(-1)
+
+
+def surface_uv(code: int, p: torch.Tensor, h: torch.Tensor):
+    """Texture coordinates (u, v), each (...), of local points ``p`` (..., 3).
+
+    Points off the surface are first projected onto it (clamped / radially), which the soft
+    silhouette path uses for samples just outside the outline. See :class:`Primitive` for the
+    layouts. ``uv_scale`` is applied by the caller.
+    """
+    x, y, z = p[..., 0], p[..., 1], p[..., 2]
+    if code == PLANE:
+        return x, y
+    if code == RECT:
+        hx, hy = h[..., 0], h[..., 1]
+        u = torch.minimum(torch.maximum(x, -hx), hx) / (2 * hx) + 0.5
+        v = torch.minimum(torch.maximum(y, -hy), hy) / (2 * hy) + 0.5
+        return u, v
+    if code == SPHERE:
+        rho = safe_sqrt(x * x + y * y)
+        return _lon(x, y), 0.5 + safe_atan2(z, rho) / math.pi
+    if code == BOX:
+        hx, hy, hz = h[..., 0], h[..., 1], h[..., 2]
+        pc = torch.minimum(torch.maximum(p, -h), h)
+        x, y, z = pc[..., 0], pc[..., 1], pc[..., 2]
+        sx, sy, sz = x / (2 * hx), y / (2 * hy), z / (2 * hz)  # each in [-1/2, 1/2]
+        face = _box_face(p, h)
+        pos = p.gather(-1, face.unsqueeze(-1)).squeeze(-1) >= 0
+        # u (right) and v (up) for each face seen from outside
+        u_x = torch.where(pos, sy, -sy)
+        u_y = torch.where(pos, -sx, sx)
+        u_z = torch.where(pos, sx, -sx)
+        u = torch.where(face == 0, u_x, torch.where(face == 1, u_y, u_z)) + 0.5
+        v = torch.where(face == 2, sy, sz) + 0.5
+        return u, v
+    r, hl = h[..., 0], h[..., 1]
+    u_side = _lon(x, y)
+    if code == CYLINDER:
+        zc = torch.minimum(torch.maximum(z, -hl), hl)
+        rho = safe_sqrt(x * x + y * y)
+        cap = z.abs() * r > rho * hl  # |z|/hl > rho/r, without dividing
+        top = z >= 0
+        u_cap = torch.where(top, x, -x) / (2 * r) + 0.5
+        v_cap = y / (2 * r) + 0.5
+        v_side = zc / (2 * hl) + 0.5
+        return torch.where(cap, u_cap, u_side), torch.where(cap, v_cap, v_side)
+    # capsule
+    zc = torch.minimum(torch.maximum(z, -hl - r), hl + r)
+    return u_side, (zc + hl + r) / (2 * hl + 2 * r)
+
+
+def surface_normal(code: int, p: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """Outward unit normal (..., 3) at local surface points ``p`` (..., 3)."""
+    x, y, z = p[..., 0], p[..., 1], p[..., 2]
+    zero = torch.zeros_like(x)
+    one = torch.ones_like(x)
+    if code in (PLANE, RECT):
+        return torch.stack([zero, zero, one], -1)
+    if code == SPHERE:
+        return p / torch.where(h[..., :1] > 0, h[..., :1], torch.ones_like(h[..., :1]))
+    if code == BOX:
+        face = _box_face(p, h)
+        sign = torch.where(p.gather(-1, face.unsqueeze(-1)) >= 0, 1.0, -1.0).to(p.dtype)
+        return torch.nn.functional.one_hot(face, 3).to(p.dtype) * sign
+    r, hl = h[..., 0:1], h[..., 1]
+    r_s = torch.where(r > 0, r, torch.ones_like(r))
+    if code == CYLINDER:
+        rho = safe_sqrt(x * x + y * y)
+        cap = (z.abs() * r[..., 0] > rho * hl).unsqueeze(-1)
+        n_cap = torch.stack([zero, zero, torch.where(z >= 0, one, -one)], -1)
+        n_side = torch.stack([x, y, zero], -1) / r_s
+        return torch.where(cap, n_cap, n_side)
+    zc = torch.minimum(torch.maximum(z, -hl), hl)
+    return torch.stack([x, y, z - zc], -1) / r_s
+
+
+# ---------------------------------------------------------------------------- soft silhouettes
+def _edge_planes_sd(o, d, starts, dirs, centre_sign_ref, active, A, fx, fy):
+    """Signed pixel distance to the projection of a convex cone bounded by edge planes.
+
+    Each edge (a 3-D line through ``starts[e]`` along ``dirs[e]``, local frame) spans a plane
+    with the camera centre ``o``; its image is a straight line, and ``n . d`` (local) equals
+    ``n_cam . d_cam`` which is affine in pixel coordinates with gradient
+    ``(n_cam_x / fx, n_cam_y / fy)``: dividing by that gradient's norm gives an exact distance
+    in pixels. Edges are oriented so that ``centre_sign_ref`` (a point inside) is positive; the
+    distance to the convex silhouette is the minimum over the active edges.
+
+    Shapes: o (B, K, 3); d (B, K, P, 3); starts, dirs (B, K, E, 3); active (B, K, E) bool;
+    A (B, K, 3, 3) local_from_camera rotation; fx, fy (B, 1).
+    """
+    n = torch.linalg.cross(starts - o.unsqueeze(2), dirs.expand_as(starts), dim=-1)  # (B,K,E,3)
+    s = torch.sign(_dot(n, centre_sign_ref.unsqueeze(2) - o.unsqueeze(2)))
+    n = n * torch.where(s == 0, torch.ones_like(s), s).unsqueeze(-1)
+    n_cam = (n.unsqueeze(-2) @ A.unsqueeze(2)).squeeze(-2)  # A^T n as a row product
+    gx = n_cam[..., 0] / fx.unsqueeze(-1)
+    gy = n_cam[..., 1] / fy.unsqueeze(-1)
+    norm = safe_sqrt(gx * gx + gy * gy)
+    norm = torch.where(norm > 0, norm, torch.ones_like(norm))
+    val = (d.unsqueeze(3) * n.unsqueeze(2)).sum(-1)  # (B, K, P, E)
+    sd = val / norm.unsqueeze(2)
+    sd = torch.where(active.unsqueeze(2), sd, torch.full_like(sd, _BIG))
+    return sd.amin(-1)
+
+
+def silhouette_distance(code, o, d, h, A, fx, fy, f_mean):
+    """Signed distance (pixels, > 0 inside) to the primitive's silhouette, plus the depth used
+    for front-to-back ordering and a local point whose (u, v) colours the sample.
+
+    Args:
+        code: kind code.
+        o: (B, K, 3) camera centre in each local frame.
+        d: (B, K, P, 3) local ray directions (camera-frame z = 1, so t = depth).
+        h: (B, K, 3) half sizes.
+        A: (B, K, 3, 3) local_from_camera rotations; fx, fy, f_mean: (B, 1) focal lengths.
+
+    Returns:
+        sd (B, K, P) pixels; depth (B, K, P) (m); point (B, K, P, 3) local.
+
+    Rectangles and boxes use exact distances to the projected edge lines (min over silhouette
+    edges: exact inside, a slight under-estimate outside near corners). Spheres and capsules use
+    the ray's closest approach to the centre / axis segment, scaled by focal / depth.
+    Cylinders combine both caps' ellipses with the side strip. Infinite planes use the horizon.
+    """
+    oo = o.unsqueeze(2)
+    hh = h.unsqueeze(2)
+    t_hit, hit = intersect(code, oo, d, hh)
+    eps = _eps_t(d)
+    fm = f_mean.unsqueeze(-1)
+    if code in (PLANE, RECT):
+        t_pl = safe_div(-oo[..., 2], d[..., 2])
+        front = t_pl > eps
+        depth = torch.where(front, t_pl, torch.full_like(t_pl, _BIG))
+        point = oo + torch.where(front, t_pl, torch.zeros_like(t_pl)).unsqueeze(-1) * d
+        if code == PLANE:
+            n_cam = A[..., 2, :]  # local z axis in camera coordinates (row of A)
+            gx, gy = n_cam[..., 0] / fx, n_cam[..., 1] / fy
+            norm = safe_sqrt(gx * gx + gy * gy)
+            norm = torch.where(norm > 0, norm, torch.ones_like(norm))
+            side = -torch.sign(o[..., 2])
+            sd = side.unsqueeze(-1) * d[..., 2] / norm.unsqueeze(-1)
+            return sd, depth, point
+        hx, hy = h[..., 0], h[..., 1]
+        zero = torch.zeros_like(hx)
+        corners = [(hx, hy), (-hx, hy), (-hx, -hy), (hx, -hy)]
+        starts = torch.stack([torch.stack([cx, cy, zero], -1) for cx, cy in corners], 2)
+        ex = torch.stack([torch.ones_like(hx), zero, zero], -1)
+        ey = torch.stack([zero, torch.ones_like(hx), zero], -1)
+        dirs = torch.stack([ex, ey, ex, ey], 2)
+        active = torch.ones(starts.shape[:-1], dtype=torch.bool, device=o.device)
+        sd = _edge_planes_sd(o, d, starts, dirs, torch.zeros_like(o), active, A, fx, fy)
+        return sd, depth, point
+    if code == BOX:
+        # 12 edges: for edge axis a, the other axes b, c at signs (sb, sc)
+        starts, dirs, active = [], [], []
+        front = [(o[..., i] > h[..., i], -o[..., i] > h[..., i]) for i in range(3)]
+        eye = torch.eye(3, dtype=o.dtype, device=o.device)
+        for a in range(3):
+            b, c = (a + 1) % 3, (a + 2) % 3
+            for sb in (1, -1):
+                for sc in (1, -1):
+                    comps = [None, None, None]
+                    comps[a] = torch.zeros_like(h[..., a])
+                    comps[b] = sb * h[..., b]
+                    comps[c] = sc * h[..., c]
+                    starts.append(torch.stack(comps, -1))
+                    dirs.append(eye[a].expand_as(o))
+                    fb = front[b][0] if sb > 0 else front[b][1]
+                    fc = front[c][0] if sc > 0 else front[c][1]
+                    active.append(fb ^ fc)
+        starts = torch.stack(starts, 2)
+        dirs = torch.stack(dirs, 2)
+        active = torch.stack(active, 2)
+        sd = _edge_planes_sd(o, d, starts, dirs, torch.zeros_like(o), active, A, fx, fy)
+        tc = safe_div(-_dot(oo, d), _dot(d, d))
+        depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, torch.full_like(tc, _BIG)))
+        point = oo + torch.where(hit, t_hit, tc.clamp(min=0)).unsqueeze(-1) * d
+        return sd, depth, point
+    if code == SPHERE:
+        r = hh[..., 0]
+        tc = safe_div(-_dot(oo, d), _dot(d, d))
+        q = oo + tc.unsqueeze(-1) * d
+        front = tc > eps
+        tc_s = torch.where(front, tc, torch.ones_like(tc))
+        sd = torch.where(front, (r - safe_sqrt(_dot(q, q))) * fm / tc_s, torch.full_like(tc, -_BIG))
+        depth = torch.where(hit, t_hit, torch.where(front, tc, torch.full_like(tc, _BIG)))
+        point = torch.where(hit.unsqueeze(-1), oo + t_hit.unsqueeze(-1) * d, q)
+        return sd, depth, point
+    # cylinder / capsule: closest approach between the ray and the axis (z) line
+    r, hl = hh[..., 0], hh[..., 1]
+    a = _dot(d, d)
+    bz = d[..., 2]
+    dd = _dot(d, oo)
+    oz = oo[..., 2]
+    den = a - bz * bz  # a*c - b^2 with c = |e_z|^2 = 1
+    z_line = safe_div(a * oz - bz * dd, den)
+    if code == CAPSULE:
+        z_seg = torch.minimum(torch.maximum(z_line, -hl), hl)
+    else:
+        z_seg = z_line
+    t_seg = safe_div(z_seg * bz - dd, a)
+    q = oo + t_seg.unsqueeze(-1) * d
+    axis_pt = torch.stack([torch.zeros_like(z_seg), torch.zeros_like(z_seg), z_seg], -1)
+    dist = safe_sqrt(_dot(q - axis_pt, q - axis_pt))
+    front = t_seg > eps
+    t_s = torch.where(front, t_seg, torch.ones_like(t_seg))
+    sd = torch.where(front, (r - dist) * fm / t_s, torch.full_like(dist, -_BIG))
+    if code == CYLINDER:
+        sd_between = torch.where(
+            front, (hl - z_line.abs()) * fm / t_s, torch.full_like(dist, -_BIG)
+        )
+        sd = torch.minimum(sd, sd_between)
+        for zc in (hl, -hl):
+            tcap = safe_div(zc - oz, bz)
+            ok = (tcap > eps) & (bz.abs() > tiny(bz))
+            tcap_s = torch.where(ok, tcap, torch.ones_like(tcap))
+            px = oo[..., 0] + tcap_s * d[..., 0]
+            py = oo[..., 1] + tcap_s * d[..., 1]
+            sd_cap = torch.where(ok, (r - safe_sqrt(px * px + py * py)) * fm / tcap_s, -_BIG)
+            sd = torch.maximum(sd, sd_cap)
+    depth = torch.where(hit, t_hit, torch.where(front, t_seg, torch.full_like(t_seg, _BIG)))
+    point = torch.where(hit.unsqueeze(-1), oo + t_hit.unsqueeze(-1) * d, q)
+    return sd, depth, point
