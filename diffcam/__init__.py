@@ -7,3 +7,8 @@ from .render import RenderBuffers as RenderBuffers
 from .render import render as render
 from .render import render_buffers as render_buffers
 from .textures import sample_texture as sample_texture
+from . import debug as debug
+from .errors import SceneError as SceneError
+from .scene import Scene as Scene
+from .scene import load_scene as load_scene
+from .video import write_video as write_video

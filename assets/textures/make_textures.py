@@ -103,11 +103,11 @@ def bricks(size: int = 256) -> np.ndarray:
     mortar = 3
     img = np.zeros((size, size, 3))
     noise = _periodic_noise(rng, size, octaves=5, base=8)
-    img[:] = np.array([0.78, 0.76, 0.71]) * (0.85 + 0.3 * noise[..., None])  # mortar
+    img[:] = np.array([0.86, 0.84, 0.80]) * (0.85 + 0.3 * noise[..., None])  # mortar
     for r in range(rows):
         offset = (bw // 2) * (r % 2)
         for c in range(cols + 1):
-            base = np.array([0.62, 0.24, 0.17]) * rng.uniform(0.75, 1.15)
+            base = np.array([0.74, 0.42, 0.33]) * rng.uniform(0.85, 1.12)
             base = base + rng.uniform(-0.04, 0.04, 3)
             y0, y1 = r * bh + mortar // 2 + 1, (r + 1) * bh - mortar // 2
             x0, x1 = c * bw + offset + mortar // 2 + 1, (c + 1) * bw + offset - mortar // 2
