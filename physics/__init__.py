@@ -1,0 +1,37 @@
+"""A batched, differentiable 3D rigid-body engine in plain PyTorch.
+
+world = physics.build_world(physics.WorldSpec(bodies=[...], joints=[...]), batch_size=B)
+state = physics.initial_state(world)
+state = physics.step(world, state, action)
+trajectory = physics.rollout(world, state, steps, policy=..., checkpoint_every=k)
+"""
+
+from .contacts import find_contacts
+from .joints import axis_rows, joint_frames, joint_positions
+from .math3d import quat_to_matrix
+from .rollout import SimulationError, assert_finite, decay_gradient, decay_state_gradient, rollout
+from .spec import Body, Joint, ModelError, Motor, WorldSpec
+from .state import State
+from .step import step
+from .world import World, build_world, initial_state
+
+__all__ = [
+    "Body",
+    "Joint",
+    "ModelError",
+    "Motor",
+    "SimulationError",
+    "State",
+    "World",
+    "WorldSpec",
+    "assert_finite",
+    "build_world",
+    "decay_gradient",
+    "decay_state_gradient",
+    "find_contacts",
+    "initial_state",
+    "joint_positions",
+    "quat_to_matrix",
+    "rollout",
+    "step",
+]

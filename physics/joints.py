@@ -1,0 +1,217 @@
+"""Joint kinematics: constraint rows, their position errors, and joint coordinates.
+
+Every joint owns up to 3 point rows (the anchor of the child must stay on the parent's anchor,
+or on its axis for a slider) and up to 3 angular rows:
+
+    ball    3 point rows                         (3 rotational degrees of freedom left)
+    hinge   3 point rows + 2 rows keeping the child's axis on the parent's axis
+    slider  2 point rows normal to the axis + 3 rows locking the relative rotation
+    fixed   3 point rows + 3 rows locking the relative rotation
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cache
+
+import torch
+
+from .math3d import rotation_error
+from .rows import Rows, angular_rows, point_rows, row_velocity
+from .state import State
+from .world import World
+
+Tensor = torch.Tensor
+
+# Which of the 6 row slots (3 point, 3 angular) each joint type uses.
+_SLOTS = {
+    "ball": (0, 1, 2),
+    "hinge": (0, 1, 2, 3, 4),
+    "slider": (0, 1, 3, 4, 5),
+    "fixed": (0, 1, 2, 3, 4, 5),
+}
+
+
+@dataclasses.dataclass
+class JointFrames:
+    """World-frame joint geometry at the current state, (B, J, ...) each.
+
+    parent_position, child_position: (B, J, 3) centres of mass (the world slot is the origin).
+    parent_anchor, child_anchor: (B, J, 3) the anchor as attached to each body.
+    axis: (B, J, 3) the joint axis as attached to the parent; child_axis as attached to the child.
+    parent_ref, child_ref: (B, J, 3) unit vectors normal to the axis that coincided initially.
+    parent_rotation, child_rotation: (B, J, 3, 3).
+    """
+
+    parent_position: Tensor
+    child_position: Tensor
+    parent_anchor: Tensor
+    child_anchor: Tensor
+    axis: Tensor
+    child_axis: Tensor
+    parent_ref: Tensor
+    child_ref: Tensor
+    parent_rotation: Tensor
+    child_rotation: Tensor
+
+
+def _rotate(rotation: Tensor, vector: Tensor) -> Tensor:
+    return (rotation @ vector[..., None])[..., 0]
+
+
+@cache
+def _indices(parents: tuple[int, ...], children: tuple[int, ...], types: tuple[str, ...], device):
+    """Static index tensors: parent/child slots and the used (joint, slot) rows."""
+    used_joint, used_slot = [], []
+    for joint, kind in enumerate(types):
+        for slot in _SLOTS[kind]:
+            used_joint.append(joint)
+            used_slot.append(slot)
+    long = {"dtype": torch.long, "device": device}
+    slider = torch.tensor([k == "slider" for k in types], device=device)
+    hinge = torch.tensor([k == "hinge" for k in types], device=device)
+    return (
+        torch.tensor(parents, **long),
+        torch.tensor(children, **long),
+        torch.tensor(used_joint, **long),
+        torch.tensor(used_slot, **long),
+        slider,
+        hinge,
+    )
+
+
+def static_indices(world: World):
+    return _indices(
+        tuple(world.joint_parent), tuple(world.joint_child), tuple(world.joint_types), world.device
+    )
+
+
+def joint_frames(world: World, position: Tensor, rotation: Tensor) -> JointFrames:
+    """Joint geometry from body poses: position (B, N, 3), rotation (B, N, 3, 3)."""
+    parent, child, *_ = static_indices(world)
+    batch = position.shape[0]
+    origin = torch.zeros(batch, 1, 3, dtype=position.dtype, device=position.device)
+    identity = torch.eye(3, dtype=position.dtype, device=position.device).expand(batch, 1, 3, 3)
+    positions = torch.cat([position, origin], 1)
+    rotations = torch.cat([rotation, identity], 1)
+    parent_position, parent_rotation = positions[:, parent], rotations[:, parent]
+    child_position, child_rotation = position[:, child], rotation[:, child]
+    return JointFrames(
+        parent_position=parent_position,
+        child_position=child_position,
+        parent_anchor=parent_position + _rotate(parent_rotation, world.anchor_parent),
+        child_anchor=child_position + _rotate(child_rotation, world.anchor_child),
+        axis=_rotate(parent_rotation, world.axis_parent),
+        child_axis=_rotate(child_rotation, world.axis_child),
+        parent_ref=_rotate(parent_rotation, world.ref_parent),
+        child_ref=_rotate(child_rotation, world.ref_child),
+        parent_rotation=parent_rotation,
+        child_rotation=child_rotation,
+    )
+
+
+def equality_rows(world: World, frames: JointFrames) -> tuple[Rows, Tensor]:
+    """The joints' constraint rows and their position errors.
+
+    Returns:
+        rows: m rows (all joints' used slots).
+        error: (B, m) position error of each row (m or rad); zero when the joint is satisfied.
+    """
+    parent, child, used_joint, used_slot, slider, _ = static_indices(world)
+    batch, joints = frames.axis.shape[:2]
+    eye = torch.eye(3, dtype=frames.axis.dtype, device=frames.axis.device).expand(
+        batch, joints, 3, 3
+    )
+    second_ref = torch.linalg.cross(frames.axis, frames.parent_ref)
+
+    # Point rows: world axes for ball, hinge and fixed; the two normals of a slider's axis.
+    slider_dirs = torch.stack([frames.parent_ref, second_ref, frames.axis], 2)
+    point_dirs = torch.where(slider[None, :, None, None], slider_dirs, eye)  # (B, J, 3, 3)
+    separation = frames.child_anchor - frames.parent_anchor
+    point_error = (point_dirs @ separation[..., None])[..., 0]  # (B, J, 3)
+
+    # Angular rows: a hinge keeps the child's axis normal to both parent reference vectors;
+    # slider and fixed joints lock the relative rotation.
+    hinge_normals = torch.stack([frames.parent_ref, second_ref], 2)  # (B, J, 2, 3)
+    child_axis = frames.child_axis[:, :, None, :].expand_as(hinge_normals)
+    hinge_dirs = -torch.linalg.cross(hinge_normals, child_axis)  # row: -(u x w) . (w_b - w_a)
+    hinge_error = (hinge_normals * child_axis).sum(-1)
+    hinge_dirs = torch.cat([hinge_dirs, torch.zeros_like(hinge_dirs[:, :, :1])], 2)
+    hinge_error = torch.cat([hinge_error, torch.zeros_like(hinge_error[..., :1])], -1)
+    target = frames.parent_rotation @ world.rest_rotation
+    lock_error = rotation_error(frames.child_rotation @ target.transpose(-1, -2))
+    is_hinge = torch.tensor([t == "hinge" for t in world.joint_types], device=frames.axis.device)
+    angle_dirs = torch.where(is_hinge[None, :, None, None], hinge_dirs, eye)
+    angle_error = torch.where(is_hinge[None, :, None], hinge_error, lock_error)
+
+    # Gather the used slots into m rows.
+    is_point = used_slot < 3
+    slot3 = used_slot % 3
+    dirs = torch.where(
+        is_point[None, :, None],
+        point_dirs[:, used_joint, slot3],
+        angle_dirs[:, used_joint, slot3],
+    )
+    error = torch.where(
+        is_point[None], point_error[:, used_joint, slot3], angle_error[:, used_joint, slot3]
+    )
+    body_a, body_b = parent[used_joint], child[used_joint]
+    lever_b = frames.child_anchor - frames.child_position
+    # The parent's lever goes to the child's anchor: the exact derivative of a slider's
+    # separation along its (rotating) normal.
+    lever_a = frames.child_anchor - frames.parent_position
+    linear = point_rows(body_a, body_b, dirs, lever_a[:, used_joint], lever_b[:, used_joint])
+    angular = angular_rows(body_a, body_b, dirs)
+    point = is_point[None, :, None]
+    rows = Rows(
+        body_a,
+        body_b,
+        torch.where(point, linear.jac_a, angular.jac_a),
+        torch.where(point, linear.jac_b, angular.jac_b),
+    )
+    return rows, error
+
+
+def axis_rows(world: World, frames: JointFrames) -> tuple[Rows, Tensor]:
+    """One row per joint along its axis, and the joint coordinate.
+
+    The row's velocity is the joint velocity q' (m/s along a slider, rad/s about a hinge);
+    applying an impulse lambda to it is a generalised force along the joint. Ball and fixed
+    joints get a row too (unused).
+
+    Returns:
+        rows: J rows.
+        q: (B, J) joint coordinate: slider displacement (m) or hinge angle (rad, in (-pi, pi]),
+            both zero in the initial configuration.
+    """
+    parent, child, _, _, slider, _ = static_indices(world)
+    linear = point_rows(
+        parent,
+        child,
+        frames.axis,
+        frames.child_anchor - frames.parent_position,
+        frames.child_anchor - frames.child_position,
+    )
+    angular = angular_rows(parent, child, frames.axis)
+    is_slider = slider[None, :, None]
+    rows = Rows(
+        parent,
+        child,
+        torch.where(is_slider, linear.jac_a, angular.jac_a),
+        torch.where(is_slider, linear.jac_b, angular.jac_b),
+    )
+    displacement = (frames.axis * (frames.child_anchor - frames.parent_anchor)).sum(-1)
+    sine = (frames.axis * torch.linalg.cross(frames.parent_ref, frames.child_ref)).sum(-1)
+    cosine = (frames.parent_ref * frames.child_ref).sum(-1)
+    # The refs are unit vectors normal to the axis, so (sine, cosine) never both vanish.
+    angle = torch.atan2(sine, cosine)
+    return rows, torch.where(slider[None], displacement, angle)
+
+
+def joint_positions(world: World, state: State) -> tuple[Tensor, Tensor]:
+    """Joint coordinates q (B, J) and velocities q' (B, J) of a state (hinge: rad, slider: m)."""
+    frames = joint_frames(world, state.position, state.rotation)
+    rows, q = axis_rows(world, frames)
+    velocity = torch.cat([state.linear_velocity, state.angular_velocity], -1)
+    velocity = torch.cat([velocity, velocity.new_zeros(velocity.shape[0], 1, 6)], 1)
+    return q, row_velocity(rows, velocity)

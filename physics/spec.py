@@ -1,0 +1,114 @@
+"""Model description: plain dataclasses that say what a world contains.
+
+A spec is what a user (or the scene loader) writes; `physics.build_world` turns a list of specs
+into a `World` of batched tensors. Every number may be a Python number, a list, or a tensor that
+requires grad. A tensor may carry a leading batch axis of size B (one value per world in the
+batch); otherwise it is shared by the whole batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SHAPES = ("sphere", "box", "capsule", "cylinder", "plane")
+JOINT_TYPES = ("hinge", "slider", "ball", "fixed")
+MOTOR_TYPES = ("force", "servo")
+
+Number = Any  # float | Sequence[float] | torch.Tensor
+
+
+class ModelError(ValueError):
+    """An invalid model: the message names the body or joint, the field and what is accepted."""
+
+
+@dataclass
+class Body:
+    """A rigid body.
+
+    Attributes:
+        name: unique name.
+        shape: one of "sphere", "box", "capsule", "cylinder", "plane".
+        size: sphere: radius (m, a number); box: full extents [x, y, z] (m);
+            capsule / cylinder: [radius, length] (m), the axis along body z (a capsule's length is
+            that of its cylindrical part, caps excluded); plane: [x, y] extent (m) that is drawn;
+            it collides as an infinite plane whose normal is body +z.
+        mass: kg. Or give ``density`` (kg/m^3). Not needed when ``static``.
+        static: a fixed body (floor, wall): infinite mass, never moves.
+        position: world position of the centre of mass (m), shape (3,).
+        rotation: world_from_body rotation, (3, 3). Or give ``quat`` [w, x, y, z].
+        velocity, angular_velocity: initial world-frame velocities (m/s, rad/s), (3,).
+        friction: Coulomb coefficient; a contact uses the geometric mean of both bodies'.
+        restitution: coefficient in [0, 1]; a contact uses the larger of both bodies'.
+        collide: whether the body takes part in contacts.
+    """
+
+    name: str
+    shape: str
+    size: Number
+    mass: Number | None = None
+    density: Number | None = None
+    static: bool = False
+    position: Number = (0.0, 0.0, 0.0)
+    rotation: Number | None = None
+    quat: Number | None = None
+    velocity: Number = (0.0, 0.0, 0.0)
+    angular_velocity: Number = (0.0, 0.0, 0.0)
+    friction: Number = 0.5
+    restitution: Number = 0.0
+    collide: bool = True
+
+
+@dataclass
+class Motor:
+    """An actuator on a hinge or slider joint: one action column.
+
+    type "force": the action is the force (N, slider) or torque (N m, hinge), clipped to ±max.
+    type "servo": the paper's servo. The action is a target position (m or rad) when
+    ``target == "position"``: the servo asks for the joint velocity
+    ``clip(gain * (target - q), ±max_velocity)`` and may use at most ``max_torque`` to get it.
+    With ``target == "velocity"`` the action is the target velocity itself (clipped likewise).
+    """
+
+    type: str = "force"
+    max: Number = float("inf")
+    gain: Number = 10.0
+    max_torque: Number = 10.0
+    max_velocity: Number = 10.0
+    target: str = "position"
+
+
+@dataclass
+class Joint:
+    """A joint between a parent (a body name or "world") and a child body.
+
+    Attributes:
+        anchor: world coordinates (m) of the joint in the initial configuration, (3,).
+        axis: world direction of the hinge or slider axis in the initial configuration, (3,).
+            The joint coordinate q is measured from the initial configuration: the hinge angle
+            (rad, right-handed about the axis) or the slider displacement (m, along the axis).
+        limits: optional [lower, upper] on q (m or rad).
+        damping: viscous damping on q (N s/m or N m s/rad).
+        motor: optional `Motor`.
+    """
+
+    name: str
+    type: str
+    parent: str
+    child: str
+    anchor: Number = (0.0, 0.0, 0.0)
+    axis: Number = (0.0, 0.0, 1.0)
+    limits: Number | None = None
+    damping: Number = 0.0
+    motor: Motor | None = None
+
+
+@dataclass
+class WorldSpec:
+    """Everything `build_world` needs."""
+
+    bodies: list[Body]
+    joints: list[Joint] = field(default_factory=list)
+    gravity: Number = (0.0, 0.0, -9.81)
+    timestep: float = 0.01
+    solver_iterations: int = 20

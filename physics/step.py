@@ -1,0 +1,433 @@
+"""One time step: forces, constraint impulses, integration, joint drift correction.
+
+Scheme (semi-implicit Euler on velocities, then positions):
+
+1. Explicit forces (gravity, gyroscopic torque, motor forces, joint damping): half their kick
+   before the constraints, half after (kick-drift-kick), so positions are second-order accurate
+   (leapfrog) while the state keeps the velocity at its own time.
+2. Constraint impulses at velocity level. Joints are equality rows solved *exactly* (a dense
+   Cholesky solve of J M^-1 J^T, a few dozen rows at most) rather than iterated. Contacts, joint
+   limits and servos are bounded rows solved by projected Jacobi iterations with mass splitting
+   (Tonge et al. 2012), clamping the *accumulated* impulse; after every sweep the joint rows are
+   projected again (block Gauss-Seidel). With no bounded rows, one exact solve is the whole step.
+3. Positions integrate with that velocity; rotations by the exact exponential of w dt, then one
+   Premerlani renormalisation (R <- (3R - R R^T R)/2) to remove round-off.
+4. Joints are then enforced at position level as in SHAKE: quasi-Newton corrections to the
+   velocity so that the end-of-step positions satisfy every joint; the correction stays in the
+   velocity (it is the centripetal part of the joint force). No Baumgarte term, no drift.
+5. The second half kick; bounded rows are relaxed without their penetration bias and
+   restitution is applied
+   (Box2D v3's solve / relax / restitution split), giving the velocity that is stored.
+
+Contacts are speculative: a candidate at gap d > 0 allows an approach of d/dt in the step, so a
+fast body lands on the surface instead of tunnelling into it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from . import joints as joint_geometry
+from .contacts import find_contacts
+from .inertia import shape_inertia
+from .math3d import axis_angle_to_matrix, renormalize_rotation, skew, tangent_basis
+from .rows import Mobility, Rows, apply_impulse, effective_matrix, point_rows, row_velocity
+from .state import State
+from .world import World
+
+Tensor = torch.Tensor
+
+_INF = float("inf")
+_SHAKE_ITERATIONS = 2
+
+
+def mobility(world: World, rotation: Tensor) -> tuple[Mobility, Tensor]:
+    """Inverse masses and world-frame inertia of every body slot (world slot last).
+
+    Returns:
+        mobility: inv_mass (B, N + 1), inv_inertia (B, N + 1, 3, 3).
+        inertia: (B, N, 3, 3) world-frame inertia (kg m^2), zero for static bodies.
+    """
+    batch, count = world.mass.shape
+    moments = []
+    for index, shape in enumerate(world.shapes):
+        if world.is_static[index]:
+            moments.append(torch.zeros_like(world.size[:, index]))
+        else:
+            moments.append(shape_inertia(shape, world.mass[:, index], world.size[:, index]))
+    moments = torch.stack(moments, 1)  # (B, N, 3)
+    dynamic = torch.tensor([not s for s in world.is_static], device=world.device)
+    inv_mass = torch.where(dynamic, 1.0 / world.mass, 0.0)
+    inv_moments = torch.where(dynamic[:, None], 1.0 / torch.where(moments > 0, moments, 1.0), 0.0)
+    rotation_t = rotation.transpose(-1, -2)
+    inertia = rotation @ (moments[..., None] * rotation_t)
+    inv_inertia = rotation @ (inv_moments[..., None] * rotation_t)
+    zero = inv_mass.new_zeros(batch, 1)
+    return (
+        Mobility(
+            torch.cat([inv_mass, zero], 1),
+            torch.cat([inv_inertia, inv_inertia.new_zeros(batch, 1, 3, 3)], 1),
+        ),
+        inertia,
+    )
+
+
+@dataclasses.dataclass
+class BoundedRows:
+    """Rows with bounds on their accumulated impulse, solved iteratively.
+
+    rows: the r rows; weighted: M^-1 J^T for each; active: (B, r) bool.
+    lower, upper: (B, r) fixed impulse bounds (N s), or None for friction rows whose bound is
+        ``friction * normal impulse`` of row ``normal_of`` in the preceding group.
+    target, relax_target: (B, r) row velocity asked for in the solve and in the relax pass.
+    """
+
+    rows: Rows
+    weighted: tuple[Tensor, Tensor]
+    active: Tensor
+    target: Tensor
+    relax_target: Tensor
+    lower: Tensor | None = None
+    upper: Tensor | None = None
+    friction: Tensor | None = None
+    normal_of: Tensor | None = None
+    split_mass: Tensor | None = None
+
+    def prepare(self, n_slots: int) -> None:
+        """Effective mass with mass splitting: each body's share is divided among its rows."""
+        active = self.active.to(self.target.dtype)
+        count = active.new_zeros(active.shape[0], n_slots)
+        count = count.index_add(1, self.rows.body_a, active).index_add(1, self.rows.body_b, active)
+        count_a = count[:, self.rows.body_a].clamp_min(1.0)
+        count_b = count[:, self.rows.body_b].clamp_min(1.0)
+        diagonal = count_a * (self.rows.jac_a * self.weighted[0]).sum(-1) + count_b * (
+            self.rows.jac_b * self.weighted[1]
+        ).sum(-1)
+        usable = self.active & (diagonal > 1e-12)
+        self.split_mass = torch.where(usable, 1.0 / torch.where(usable, diagonal, 1.0), 0.0)
+
+
+def _sweep(group: BoundedRows, velocity: Tensor, impulse: Tensor, target: Tensor, normal_impulse):
+    """One projected Jacobi sweep over a group: returns new velocity and accumulated impulse."""
+    delta = group.split_mass * (target - row_velocity(group.rows, velocity))
+    if group.friction is not None:
+        bound = group.friction * normal_impulse[:, group.normal_of]
+        updated = torch.minimum(torch.maximum(impulse + delta, -bound), bound)
+    else:
+        updated = torch.minimum(torch.maximum(impulse + delta, group.lower), group.upper)
+    velocity = apply_impulse(velocity, group.rows, group.weighted, updated - impulse)
+    return velocity, updated
+
+
+@dataclasses.dataclass
+class EqualitySystem:
+    """Joint rows with the inverse of their effective matrix, for exact projections."""
+
+    rows: Rows
+    weighted: tuple[Tensor, Tensor]
+    inverse: Tensor  # (B, m, m)
+    target: Tensor | None = None  # (B, m) row velocities to keep; None means zero
+
+    def project(self, velocity: Tensor) -> Tensor:
+        """The velocity closest (in the mass metric) to ``velocity`` with J u = target."""
+        residual = row_velocity(self.rows, velocity)
+        if self.target is not None:
+            residual = residual - self.target
+        return self.apply(velocity, -residual)
+
+    def apply(self, velocity: Tensor, row_change: Tensor) -> Tensor:
+        """Add the impulse that changes the rows' velocities by ``row_change`` (B, m)."""
+        impulse = (self.inverse @ row_change[..., None])[..., 0]
+        return apply_impulse(velocity, self.rows, self.weighted, impulse)
+
+
+def _equality_system(world: World, frames, mob: Mobility) -> EqualitySystem | None:
+    if not world.joint_names:
+        return None
+    rows, _ = joint_geometry.equality_rows(world, frames)
+    weighted = mob.weighted(rows)
+    matrix = effective_matrix(rows, weighted)
+    # A tiny relative regulariser keeps redundant rows (closed loops) solvable, like ODE's CFM.
+    scale = matrix.diagonal(dim1=-2, dim2=-1).mean(-1).clamp_min(1e-12)
+    eps = 1e-7 if matrix.dtype == torch.float32 else 1e-12
+    eye = torch.eye(matrix.shape[-1], dtype=matrix.dtype, device=matrix.device)
+    regularised = matrix + (eps * scale)[:, None, None] * eye
+    factor = torch.linalg.cholesky(regularised)
+    return EqualitySystem(rows, weighted, torch.cholesky_inverse(factor))
+
+
+def _joint_drive(world: World, frames, action: Tensor | None, mob: Mobility, velocity: Tensor):
+    """Force motors and damping as a velocity increment, and the servo and limit rows.
+
+    Args:
+        velocity: (B, N + 1, 6) at the start of the step (damping uses it).
+
+    Returns:
+        kick: (B, N + 1, 6) velocity change over a whole step from motor forces and damping.
+        servos: list of BoundedRows (at most one group).
+        limits: None, or (rows, weighted, gap) of the one-sided limit rows.
+    """
+    if not world.joint_names:
+        return torch.zeros_like(velocity), [], None
+    dt = world.timestep
+    rows, q = joint_geometry.axis_rows(world, frames)
+    weighted = mob.weighted(rows)
+    q_dot = row_velocity(rows, velocity)
+    generalised = -world.joint_damping * q_dot  # (B, J) N or N m
+    groups = []
+    if world.actuator_names:
+        if action is None:
+            action = q.new_zeros(q.shape[0], len(world.actuator_names))
+        if action.shape[-1] != len(world.actuator_names) or action.dim() != 2:
+            raise ValueError(
+                f"action must have shape (B, {len(world.actuator_names)}) for actuators "
+                f"{world.actuator_names}, got {tuple(action.shape)}"
+            )
+        action = action.to(q.dtype)
+        force = [i for i, t in enumerate(world.actuator_type) if t == "force"]
+        servo = [i for i, t in enumerate(world.actuator_type) if t == "servo"]
+        if force:
+            index = torch.tensor([world.actuator_joint[i] for i in force], device=q.device)
+            limit = world.motor_max[:, force]
+            clipped = torch.minimum(torch.maximum(action[:, force], -limit), limit)
+            generalised = generalised.index_add(1, index, clipped)
+        if servo:
+            joint = torch.tensor([world.actuator_joint[i] for i in servo], device=q.device)
+            position_mode = torch.tensor(
+                [world.actuator_target[i] == "position" for i in servo], device=q.device
+            )
+            speed = world.motor_max_velocity[:, servo]
+            wanted = torch.where(
+                position_mode,
+                world.motor_gain[:, servo] * (action[:, servo] - q[:, joint]),
+                action[:, servo],
+            )
+            wanted = torch.minimum(torch.maximum(wanted, -speed), speed)
+            servo_rows = Rows(
+                rows.body_a[joint], rows.body_b[joint], rows.jac_a[:, joint], rows.jac_b[:, joint]
+            )
+            bound = world.motor_max_torque[:, servo] * dt
+            groups.append(
+                BoundedRows(
+                    servo_rows,
+                    (weighted[0][:, joint], weighted[1][:, joint]),
+                    active=torch.ones_like(wanted, dtype=torch.bool),
+                    target=wanted,
+                    relax_target=wanted,
+                    lower=-bound,
+                    upper=bound,
+                )
+            )
+    kick = apply_impulse(torch.zeros_like(velocity), rows, weighted, generalised * dt)
+
+    limits = None
+    limited = [i for i, has in enumerate(world.joint_has_limits) if has]
+    if limited:
+        joint = torch.tensor(limited + limited, device=q.device)
+        sign = torch.tensor(
+            [1.0] * len(limited) + [-1.0] * len(limited), dtype=q.dtype, device=q.device
+        )
+        # Gap to each limit (>= 0 inside), as a one-sided row along +axis (lower) or -axis.
+        gap = torch.cat(
+            [
+                q[:, limited] - world.joint_lower[:, limited],
+                world.joint_upper[:, limited] - q[:, limited],
+            ],
+            1,
+        )
+        limit_rows = Rows(
+            rows.body_a[joint],
+            rows.body_b[joint],
+            rows.jac_a[:, joint] * sign[:, None],
+            rows.jac_b[:, joint] * sign[:, None],
+        )
+        limit_weighted = (
+            weighted[0][:, joint] * sign[:, None],
+            weighted[1][:, joint] * sign[:, None],
+        )
+        limits = (limit_rows, limit_weighted, gap)
+    return kick, groups, limits
+
+
+def _one_sided(world: World, rows, weighted, gap, approach, restitution) -> BoundedRows:
+    """A non-penetration group: impulse >= 0, speculative for gap > 0.
+
+    Args:
+        gap: (B, r) signed distance (m); approach: (B, r) row velocity before constraints.
+        restitution: (B, r) or None.
+    """
+    dt = world.timestep
+    active = gap + torch.clamp(approach, max=0.0) * dt < world.contact_slop
+    # Solve: close an open gap exactly in this step; push out a fraction of a penetration.
+    speculative = -torch.clamp(gap, min=0.0) / dt
+    recover = -world.penetration_recovery * torch.clamp(gap, max=0.0) / dt
+    target = speculative + recover
+    relax = speculative
+    if restitution is not None:
+        impact = (approach < -world.restitution_threshold) & (gap + approach * dt < 0)
+        relax = torch.where(impact, torch.maximum(relax, -restitution * approach), relax)
+    zero = torch.zeros_like(gap)
+    return BoundedRows(rows, weighted, active, target, relax, lower=zero, upper=zero + _INF)
+
+
+def _contact_groups(world: World, contacts, mob: Mobility, position: Tensor, velocity: Tensor):
+    """Normal and friction groups of the contact candidates."""
+    if contacts.body_a.numel() == 0:
+        return []
+    positions = torch.cat([position, position.new_zeros(position.shape[0], 1, 3)], 1)
+    lever_a = contacts.point - positions[:, contacts.body_a]
+    lever_b = contacts.point - positions[:, contacts.body_b]
+    normal_rows = point_rows(contacts.body_a, contacts.body_b, contacts.normal, lever_a, lever_b)
+    normal_weighted = mob.weighted(normal_rows)
+    approach = row_velocity(normal_rows, velocity)
+    normal = _one_sided(
+        world, normal_rows, normal_weighted, contacts.distance, approach, contacts.restitution
+    )
+
+    first, second = tangent_basis(contacts.normal)
+    tangents = torch.stack([first, second], 2).flatten(1, 2)  # (B, 2c, 3)
+    body_a = contacts.body_a.repeat_interleave(2)
+    body_b = contacts.body_b.repeat_interleave(2)
+    friction_rows = point_rows(
+        body_a, body_b, tangents, lever_a.repeat_interleave(2, 1), lever_b.repeat_interleave(2, 1)
+    )
+    active = normal.active.repeat_interleave(2, 1)
+    zero = torch.zeros_like(active, dtype=velocity.dtype)
+    friction = BoundedRows(
+        friction_rows,
+        mob.weighted(friction_rows),
+        active,
+        target=zero,
+        relax_target=zero,
+        friction=contacts.friction.repeat_interleave(2, 1),
+        normal_of=torch.arange(contacts.body_a.numel(), device=velocity.device).repeat_interleave(
+            2
+        ),
+    )
+    return [normal, friction]
+
+
+def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
+    """Projected Jacobi sweeps over the bounded groups, each followed by a joint projection."""
+    for _ in range(iterations):
+        normal_impulse = None
+        for index, group in enumerate(groups):
+            target = group.relax_target if relax else group.target
+            velocity, impulses[index] = _sweep(
+                group, velocity, impulses[index], target, normal_impulse
+            )
+            normal_impulse = impulses[index]
+            if equality is not None:
+                velocity = equality.project(velocity)
+    return velocity, impulses
+
+
+def _integrate(position: Tensor, rotation: Tensor, velocity: Tensor, dt: float):
+    """Positions and rotations after dt at generalised velocity (B, N, 6)."""
+    position = position + dt * velocity[..., :3]
+    rotation = axis_angle_to_matrix(dt * velocity[..., 3:]) @ rotation
+    return position, rotation
+
+
+def step(world: World, state: State, action: Tensor | None = None) -> State:
+    """Advance every world in the batch by one timestep.
+
+    Args:
+        world: the model (B worlds).
+        state: poses and velocities, (B, N, ...).
+        action: (B, A) one column per actuator in ``world.actuator_names`` order: a force
+            motor's force (N) or torque (N m), a servo's target position (m, rad) or velocity.
+            None means zero for force motors and "hold the initial configuration" for servos.
+
+    Returns:
+        The state one timestep later. Pure: nothing is modified in place.
+    """
+    dt = world.timestep
+    batch, count = state.position.shape[:2]
+    dynamic = torch.tensor([not s for s in world.is_static], device=state.position.device)[
+        None, :, None
+    ]
+    mob, inertia = mobility(world, state.rotation)
+
+    # 1. Explicit forces, as the velocity change they make over the whole step. Half of it is
+    # applied before the constraints and half after (kick-drift-kick, as in velocity Verlet):
+    # positions then follow leapfrog, second-order accurate, while the stored velocity is the
+    # velocity at the state's own time.
+    velocity = torch.cat([state.linear_velocity, state.angular_velocity], -1)
+    velocity = torch.cat([velocity, velocity.new_zeros(batch, 1, 6)], 1)  # (B, N + 1, 6)
+    spin = state.angular_velocity
+    gyroscopic = torch.linalg.cross(spin, (inertia @ spin[..., None])[..., 0])
+    spin_kick = -dt * (mob.inv_inertia[:, :count] @ gyroscopic[..., None])[..., 0]
+    linear_kick = (dt * world.gravity[:, None, :]).expand(batch, count, 3)
+    kick = torch.cat(
+        [
+            torch.where(dynamic, torch.cat([linear_kick, spin_kick], -1), 0.0),
+            velocity.new_zeros(batch, 1, 6),
+        ],
+        1,
+    )
+
+    frames = (
+        joint_geometry.joint_frames(world, state.position, state.rotation)
+        if world.joint_names
+        else None
+    )
+    joint_kick, groups, limits = _joint_drive(world, frames, action, mob, velocity)
+    kick = kick + joint_kick
+    velocity = velocity + 0.5 * kick
+    if limits is not None:
+        rows, weighted, gap = limits
+        groups.append(_one_sided(world, rows, weighted, gap, row_velocity(rows, velocity), None))
+    contacts = find_contacts(world, state.position, state.rotation)
+    groups += _contact_groups(world, contacts, mob, state.position, velocity)
+    equality = _equality_system(world, frames, mob) if frames is not None else None
+
+    # 2. Constraint impulses.
+    if groups:
+        for group in groups:
+            group.prepare(count + 1)
+        impulses = [torch.zeros_like(g.target) for g in groups]
+        velocity, impulses = _solve(
+            groups, equality, velocity, impulses, world.solver_iterations, False
+        )
+    elif equality is not None:
+        velocity = equality.project(velocity)
+
+    # 3. Joints at position level (SHAKE): the velocity that carries every joint exactly onto
+    # its constraint at the end of the step, by quasi-Newton corrections with the start-of-step
+    # Jacobian. The correction is kept in the velocity: it is the centripetal part of the joint
+    # force, without which a velocity-level projection bleeds energy at every step.
+    position, rotation = _integrate(state.position, state.rotation, velocity[:, :count], dt)
+    if equality is not None:
+        for _ in range(_SHAKE_ITERATIONS):
+            frames = joint_geometry.joint_frames(world, position, rotation)
+            _, error = joint_geometry.equality_rows(world, frames)
+            velocity = equality.apply(velocity, -error / dt)
+            position, rotation = _integrate(state.position, state.rotation, velocity[:, :count], dt)
+    rotation = renormalize_rotation(rotation)
+    if equality is not None:
+        # The stored velocity must be tangent to the joints at the *new* configuration (RATTLE).
+        end_mobility, _ = mobility(world, rotation)
+        end_frames = joint_geometry.joint_frames(world, position, rotation)
+        equality = _equality_system(world, end_frames, end_mobility)
+
+    # 5. The second half of the explicit kick; then relax the bounded rows without their
+    # penetration bias, with restitution, and keep the joint rows' velocities.
+    velocity = velocity + 0.5 * kick
+    if groups:
+        velocity, _ = _solve(groups, equality, velocity, impulses, world.relax_iterations, True)
+    elif equality is not None:
+        velocity = equality.project(velocity)
+
+    velocity = velocity[:, :count]
+    return State(
+        position=torch.where(dynamic, position, state.position),
+        rotation=torch.where(dynamic[..., None], rotation, state.rotation),
+        linear_velocity=velocity[..., :3],
+        angular_velocity=velocity[..., 3:],
+    )
+
+
+__all__ = ["step", "mobility", "skew"]
