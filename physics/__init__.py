@@ -7,7 +7,7 @@ trajectory = physics.rollout(world, state, steps, policy=..., checkpoint_every=k
 """
 
 from .contacts import find_contacts
-from .joints import axis_rows, joint_frames, joint_positions
+from .joints import JointFrames, axis_rows, joint_frames, joint_positions
 from .math3d import quat_to_matrix
 from .rollout import SimulationError, assert_finite, decay_gradient, decay_state_gradient, rollout
 from .spec import Body, Joint, ModelError, Motor, WorldSpec

@@ -451,7 +451,7 @@ def build_world(
         joint_has_limits=[j.limits is not None for j in spec.joints],
         timestep=float(spec.timestep),
         solver_iterations=int(spec.solver_iterations),
-        relax_iterations=max(2, int(spec.solver_iterations) // 4),
+        relax_iterations=int(spec.solver_iterations),
         restitution_threshold=0.2,
         contact_slop=0.005,
         penetration_recovery=0.2,
