@@ -202,10 +202,11 @@ def _padded_size(body: Body, batch: int, dtype, device) -> Tensor:
     return torch.cat([size, padding], 1)
 
 
-def _check_positive(tensor: Tensor, what: str, allow_zero: bool = False) -> None:
+def _check_positive(tensor: Tensor, what: str, allow_zero: bool = False, allow_inf: bool = False) -> None:
     # One host sync at build time (never inside a step) to give a clear model error.
     bad = (tensor < 0) if allow_zero else (tensor <= 0)
-    if not torch.isfinite(tensor).all() or bad.any():
+    finite = ~torch.isnan(tensor) if allow_inf else torch.isfinite(tensor)
+    if not finite.all() or bad.any():
         sign = "non-negative" if allow_zero else "positive"
         raise ModelError(f"{what}: must be finite and {sign}, got {tensor.detach().cpu().tolist()}")
 
@@ -427,7 +428,7 @@ def build_world(
             value = _as_tensor(
                 getattr(motor, key), (), batch, f"joint {name!r}: motor.{key}", dtype, device
             )
-            _check_positive(value, f"joint {name!r}: motor.{key}")
+            _check_positive(value, f"joint {name!r}: motor.{key}", allow_inf=key == "max")
             motor_values[key].append(value)
 
     def motor_stack(key: str) -> Tensor:
@@ -545,7 +546,7 @@ def _contact_candidates(bodies: list[Body], joints: Sequence[Joint], dtype, devi
 
 def _first_device(spec: WorldSpec) -> torch.device:
     for body in spec.bodies:
-        for value in dataclasses.astuple(body):
+        for value in (getattr(body, f.name) for f in dataclasses.fields(body)):
             if isinstance(value, Tensor):
                 return value.device
     for joint in spec.joints:

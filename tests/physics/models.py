@@ -30,17 +30,25 @@ def pendulum(theta0=-math.pi / 2, omega0=0.0, mass=1.0, length=1.0, damping=0.0,
     """A rod of length ``length`` hinged at one end to the world about +y, pivot at z = 2."""
     pivot = [0.0, 0.0, 2.0]
     com, quat = hanging_pose(theta0, pivot, length / 2)
-    velocity = [-omega0 * length / 2 * math.cos(theta0), 0.0, omega0 * length / 2 * math.sin(theta0)]
+    velocity = [
+        -omega0 * length / 2 * math.cos(theta0),
+        0.0,
+        omega0 * length / 2 * math.sin(theta0),
+    ]
     rod = physics.Body("rod", "box", [0.02, 0.02, length], mass=mass, position=com, quat=quat,
                        velocity=velocity, angular_velocity=[0.0, omega0, 0.0])  # fmt: skip
-    hinge = physics.Joint("hinge", joint, "world", "rod", anchor=pivot, axis=[0, 1, 0], damping=damping)
+    hinge = physics.Joint(
+        "hinge", joint, "world", "rod", anchor=pivot, axis=[0, 1, 0], damping=damping
+    )
     spec = physics.WorldSpec(bodies=[rod], joints=[hinge], timestep=dt)
     return physics.build_world(spec, batch_size=batch_size, dtype=dtype)
 
 
 def pendulum_angle(trajectory: physics.State, pivot=(0.0, 0.0, 2.0), body: int = 0) -> torch.Tensor:
     """Angle from hanging down about +y of body ``body``'s COM around ``pivot``: (..., B)."""
-    offset = trajectory.position[..., body, :] - torch.tensor(pivot, dtype=trajectory.position.dtype)
+    offset = trajectory.position[..., body, :] - torch.tensor(
+        pivot, dtype=trajectory.position.dtype
+    )
     return torch.atan2(-offset[..., 0], -offset[..., 2])
 
 
@@ -51,10 +59,14 @@ def cart_pole(theta0=0.3, x0=0.0, cart_mass=1.0, pole_mass=0.1, pole_length=1.0,
     pivot = [x0, 0.0, 1.0]
     com, quat = hanging_pose(theta0, pivot, pole_length / 2)
     cart = physics.Body("cart", "box", [0.3, 0.2, 0.1], mass=cart_mass, position=pivot)
-    pole = physics.Body("pole", "box", [0.02, 0.02, pole_length], mass=pole_mass, position=com, quat=quat)
+    pole = physics.Body(
+        "pole", "box", [0.02, 0.02, pole_length], mass=pole_mass, position=com, quat=quat
+    )
     rail = physics.Joint("rail", "slider", "world", "cart", anchor=pivot, axis=[1, 0, 0],
                          damping=slider_damping, motor=physics.Motor("force", max=motor_max))  # fmt: skip
-    hinge = physics.Joint("hinge", "hinge", "cart", "pole", anchor=pivot, axis=[0, 1, 0], damping=hinge_damping)
+    hinge = physics.Joint(
+        "hinge", "hinge", "cart", "pole", anchor=pivot, axis=[0, 1, 0], damping=hinge_damping
+    )
     spec = physics.WorldSpec(bodies=[cart, pole], joints=[rail, hinge], timestep=dt)
     return physics.build_world(spec, batch_size=batch_size, dtype=dtype)
 
@@ -72,15 +84,21 @@ def double_pendulum(theta1=1.0, theta2=2.0, dt=0.01, dtype=torch.float64):
         physics.Joint("shoulder", "hinge", "world", "upper", anchor=pivot1, axis=[0, 1, 0]),
         physics.Joint("elbow", "hinge", "upper", "lower", anchor=pivot2, axis=[0, 1, 0]),
     ]
-    return physics.build_world(physics.WorldSpec(bodies=bodies, joints=joints, timestep=dt), dtype=dtype)
+    return physics.build_world(
+        physics.WorldSpec(bodies=bodies, joints=joints, timestep=dt), dtype=dtype
+    )
 
 
 def ball_on_floor(height=1.0, radius=0.1, restitution=0.5, friction=0.5, velocity=(0.0, 0.0, 0.0),
                   dtype=torch.float64, batch_size=1, mass=1.0):  # fmt: skip
-    floor = physics.Body("floor", "plane", [10, 10], static=True, friction=friction, restitution=restitution)
+    floor = physics.Body(
+        "floor", "plane", [10, 10], static=True, friction=friction, restitution=restitution
+    )
     ball = physics.Body("ball", "sphere", radius, mass=mass, position=[0, 0, height + radius],
                         velocity=list(velocity), friction=friction, restitution=restitution)  # fmt: skip
-    return physics.build_world(physics.WorldSpec(bodies=[floor, ball]), batch_size=batch_size, dtype=dtype)
+    return physics.build_world(
+        physics.WorldSpec(bodies=[floor, ball]), batch_size=batch_size, dtype=dtype
+    )
 
 
 def box_on_floor(speed=3.0, friction=0.4, dtype=torch.float64):

@@ -84,7 +84,9 @@ def test_cart_pole_matches_equations_of_motion(force):
 def test_double_pendulum_joints_stay_together_over_10_seconds():
     world = models.double_pendulum()
     trajectory = physics.rollout(world, physics.initial_state(world), 1000)
-    frames = physics.joint_frames(world, trajectory.position.flatten(0, 1), trajectory.rotation.flatten(0, 1))
+    frames = physics.joint_frames(
+        world, trajectory.position.flatten(0, 1), trajectory.rotation.flatten(0, 1)
+    )
     gap = (frames.child_anchor - frames.parent_anchor).norm(dim=-1)
     assert gap.max().item() < 1e-3
     # And it really moved: the lower arm swept across more than a metre.
@@ -126,7 +128,11 @@ def test_sphere_sphere_and_capsule_contacts_keep_bodies_apart():
     floor = physics.Body("floor", "plane", [5, 5], static=True)
     bodies = [floor]
     for k in range(3):
-        bodies.append(physics.Body(f"ball{k}", "sphere", 0.1, mass=1.0, position=[0.02 * k, 0, 0.15 + 0.25 * k]))
+        bodies.append(
+            physics.Body(
+                f"ball{k}", "sphere", 0.1, mass=1.0, position=[0.02 * k, 0, 0.15 + 0.25 * k]
+            )
+        )
     bodies.append(physics.Body("stick", "capsule", [0.05, 0.4], mass=1.0, position=[0, 0, 1.2],
                                quat=[0.7071, 0.7071, 0, 0]))  # fmt: skip
     world = physics.build_world(physics.WorldSpec(bodies=bodies), dtype=torch.float64)

@@ -1,0 +1,193 @@
+"""Conventions (z up, gravity -z, pose, quaternion order, joint signs), model errors, rollout tools."""
+
+import math
+
+import pytest
+import torch
+
+import physics
+from tests.physics import models
+
+
+def test_convention_gravity_points_down_z():
+    world = models.ball_on_floor(height=3.0)
+    trajectory = physics.rollout(world, physics.initial_state(world), 10)
+    velocity = trajectory.linear_velocity[-1, 0, 1]
+    torch.testing.assert_close(velocity, torch.tensor([0.0, 0.0, -9.81 * 0.1], dtype=torch.float64))
+
+
+def test_convention_free_flight_is_exact_parabola():
+    # Kick-drift-kick integrates constant acceleration exactly.
+    world = models.ball_on_floor(height=10.0, velocity=(1.0, 2.0, 3.0))
+    trajectory = physics.rollout(world, physics.initial_state(world), 50)
+    t = 0.5
+    expected = torch.tensor(
+        [1.0 * t, 2.0 * t, 10.1 + 3.0 * t - 0.5 * 9.81 * t * t], dtype=torch.float64
+    )
+    torch.testing.assert_close(trajectory.position[-1, 0, 1], expected, atol=1e-10, rtol=0)
+
+
+def test_convention_quaternion_is_w_x_y_z_and_pose_maps_body_to_world():
+    # 90 degrees about +z: body x -> world y.
+    quat = [math.cos(math.pi / 4), 0.0, 0.0, math.sin(math.pi / 4)]
+    body = physics.Body("b", "box", [1, 1, 1], mass=1.0, position=[1, 2, 3], quat=quat)
+    world = physics.build_world(physics.WorldSpec([body], gravity=[0, 0, 0]), dtype=torch.float64)
+    state = physics.initial_state(world)
+    x_body = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
+    x_world = state.rotation[0, 0] @ x_body + state.position[0, 0]
+    torch.testing.assert_close(x_world, torch.tensor([1.0, 3.0, 3.0], dtype=torch.float64))
+
+
+def test_convention_angular_velocity_is_world_frame_and_rotation_stays_orthonormal():
+    body = physics.Body("b", "box", [0.1, 0.2, 0.3], mass=1.0, angular_velocity=[0.0, 0.0, 2.0])
+    world = physics.build_world(physics.WorldSpec([body], gravity=[0, 0, 0]), dtype=torch.float64)
+    trajectory = physics.rollout(world, physics.initial_state(world), 100)
+    rotation = trajectory.rotation[-1, 0, 0]
+    angle = 2.0 * 1.0
+    expected = torch.tensor([[math.cos(angle), -math.sin(angle), 0], [math.sin(angle), math.cos(angle), 0], [0, 0, 1]],
+                            dtype=torch.float64)  # fmt: skip
+    torch.testing.assert_close(rotation, expected, atol=1e-9, rtol=0)
+    torch.testing.assert_close(
+        rotation @ rotation.T, torch.eye(3, dtype=torch.float64), atol=1e-12, rtol=0
+    )
+
+
+def test_convention_joint_coordinates_hinge_right_handed_slider_along_axis():
+    world = models.cart_pole(theta0=0.3)
+    state = physics.initial_state(world)
+    q, _ = physics.joint_positions(world, state)
+    torch.testing.assert_close(q, torch.zeros(1, 2, dtype=torch.float64), atol=1e-12, rtol=0)
+    pushed = physics.rollout(
+        world, state, 20, actions=torch.full((20, 1, 1), 5.0, dtype=torch.float64)
+    )
+    q, q_dot = physics.joint_positions(world, pushed[-1])
+    assert q[0, 0] > 0 and q_dot[0, 0] > 0  # the cart moved along +x
+    # Pole about +y: a pole swinging toward -x has a positive angle (right-handed about +y).
+    offset = pushed.position[-1, 0, 1] - pushed.position[-1, 0, 0]
+    relative = math.atan2(-offset[0], -offset[2]) - 0.3
+    assert abs(q[0, 1].item() - relative) < 1e-6
+
+
+def test_sphere_inertia_has_r_squared():
+    from physics.inertia import shape_inertia
+
+    inertia = shape_inertia("sphere", torch.tensor(2.0), torch.tensor([0.5, 0.0, 0.0]))
+    torch.testing.assert_close(inertia, torch.full((3,), 0.4 * 2.0 * 0.25))
+
+
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        (physics.WorldSpec([physics.Body("a", "sphere", 0.1, mass=-1.0)]), "mass"),
+        (physics.WorldSpec([physics.Body("a", "sphere", 0.1)]), "needs a mass"),
+        (physics.WorldSpec([physics.Body("a", "cone", 0.1, mass=1.0)]), "shape 'cone' is unknown"),
+        (physics.WorldSpec([physics.Body("a", "plane", [1, 1])]), "must be static"),
+        (physics.WorldSpec([physics.Body("a", "box", [1, 0, 1], mass=1.0)]), "size"),
+        (
+            physics.WorldSpec(
+                [physics.Body("a", "sphere", 0.1, mass=1.0)],
+                [physics.Joint("j", "hinge", "world", "b")],
+            ),
+            "child 'b' is not a body",
+        ),  # fmt: skip
+        (
+            physics.WorldSpec(
+                [physics.Body("a", "sphere", 0.1, mass=1.0)],
+                [physics.Joint("j", "hinge", "world", "a", axis=[0, 0, 0])],
+            ),
+            "axis has zero length",
+        ),  # fmt: skip
+        (
+            physics.WorldSpec(
+                [physics.Body("a", "sphere", 0.1, mass=1.0)],
+                [physics.Joint("j", "ball", "world", "a", motor=physics.Motor())],
+            ),
+            "motor needs",
+        ),  # fmt: skip
+    ],
+)
+def test_invalid_models_raise_clear_errors(spec, message):
+    with pytest.raises(physics.ModelError, match=message):
+        physics.build_world(spec)
+
+
+def test_non_finite_state_names_step_and_body():
+    world = models.ball_on_floor(height=1.0)
+    state = physics.initial_state(world)
+    actions = None
+    trajectory = physics.rollout(world, state, 3, actions=actions, check_finite=False)
+    broken = trajectory.replace(position=trajectory.position.clone())
+    broken.position[2, 0, 1, 0] = float("nan")
+    with pytest.raises(physics.SimulationError, match=r"step 2 .*body 'ball'"):
+        physics.assert_finite(world, broken)
+
+
+def test_checkpointed_rollout_gives_the_same_gradient():
+    world = models.cart_pole(theta0=0.4)
+    actions = torch.linspace(-1, 1, 24, dtype=torch.float64)[:, None, None]
+
+    def grad(checkpoint_every):
+        a = actions.clone().requires_grad_(True)
+        trajectory = physics.rollout(
+            world, physics.initial_state(world), 24, actions=a, checkpoint_every=checkpoint_every
+        )
+        trajectory.position[..., 0].pow(2).sum().backward()
+        return a.grad
+
+    torch.testing.assert_close(grad(None), grad(5), atol=1e-12, rtol=1e-10)
+
+
+def test_gradient_decay_is_identity_forward_and_scales_backward():
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    y = physics.decay_gradient(x, 0.3)
+    assert torch.equal(y, x)
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((2,), 0.3))
+    world = models.pendulum(theta0=0.5)
+    state = physics.initial_state(world)
+    spin = state.angular_velocity.clone().requires_grad_(True)
+    plain = physics.rollout(world, state.replace(angular_velocity=spin), 10)
+    decayed = physics.rollout(world, state.replace(angular_velocity=spin), 10, gradient_decay=0.5)
+    torch.testing.assert_close(plain.position, decayed.position)
+    (g_plain,) = torch.autograd.grad(plain.position[-1].sum(), spin)
+    (g_decay,) = torch.autograd.grad(decayed.position[-1].sum(), spin)
+    assert g_decay.abs().sum() < 0.01 * g_plain.abs().sum()
+
+
+def test_servo_tracks_target_position_within_torque_limit():
+    rod = physics.Body("rod", "box", [0.02, 0.02, 1.0], mass=1.0, position=[0, 0, 1.5])
+    servo = physics.Motor("servo", gain=10.0, max_torque=50.0, max_velocity=3.0)
+    hinge = physics.Joint(
+        "hinge", "hinge", "world", "rod", anchor=[0, 0, 2], axis=[0, 1, 0], motor=servo
+    )
+    world = physics.build_world(physics.WorldSpec([rod], [hinge]), dtype=torch.float64)
+    target = torch.full((150, 1, 1), 0.8, dtype=torch.float64)
+    trajectory = physics.rollout(world, physics.initial_state(world), 150, actions=target)
+    q, q_dot = physics.joint_positions(world, trajectory[-1])
+    assert abs(q.item() - 0.8) < 0.02
+    # Speed never exceeded max_velocity (the servo asks for at most 3 rad/s).
+    speeds = trajectory.angular_velocity[:, 0, 0, 1].abs()
+    assert speeds.max().item() < 3.0 + 1e-6
+    weak = physics.build_world(physics.WorldSpec([rod], [physics.Joint("hinge", "hinge", "world", "rod", anchor=[0, 0, 2],
+                               axis=[0, 1, 0], motor=physics.Motor("servo", gain=10.0, max_torque=1.0, max_velocity=3.0))]),
+                               dtype=torch.float64)  # fmt: skip
+    weak_q, _ = physics.joint_positions(
+        weak, physics.rollout(weak, physics.initial_state(weak), 150, actions=target)[-1]
+    )
+    assert weak_q.item() < 0.3  # 1 N m cannot lift a 1 kg rod far (needs up to 4.9 N m)
+
+
+def test_slider_limits_stop_the_cart():
+    cart = physics.Body("cart", "box", [0.3, 0.2, 0.1], mass=1.0, position=[0, 0, 1])
+    rail = physics.Joint("rail", "slider", "world", "cart", anchor=[0, 0, 1], axis=[1, 0, 0], limits=[-0.5, 0.5],
+                         motor=physics.Motor("force", max=10.0))  # fmt: skip
+    world = physics.build_world(physics.WorldSpec([cart], [rail]), dtype=torch.float64)
+    trajectory = physics.rollout(
+        world,
+        physics.initial_state(world),
+        200,
+        actions=torch.full((200, 1, 1), 10.0, dtype=torch.float64),
+    )
+    x = trajectory.position[:, 0, 0, 0]
+    assert x.max().item() < 0.5 + 1e-3
+    assert abs(x[-1].item() - 0.5) < 2e-3

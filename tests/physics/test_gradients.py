@@ -1,0 +1,205 @@
+"""float64 finite differences, no-NaN gradients at degenerate states, batch consistency."""
+
+import math
+
+import pytest
+import torch
+
+import physics
+from tests.physics import models
+
+
+def finite_difference_check(loss_fn, parameter: torch.Tensor, eps: float = 1e-6, tol: float = 1e-4):
+    """Compare autograd with central differences along every coordinate of ``parameter``."""
+    parameter = parameter.detach().clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(loss_fn(parameter), parameter)
+    numeric = torch.zeros_like(parameter)
+    flat = numeric.view(-1)
+    for i in range(parameter.numel()):
+        bump = torch.zeros_like(parameter).view(-1)
+        bump[i] = eps
+        bump = bump.view_as(parameter)
+        with torch.no_grad():
+            flat[i] = (loss_fn(parameter + bump) - loss_fn(parameter - bump)) / (2 * eps)
+    error = (grad - numeric).norm() / numeric.norm().clamp_min(1e-12)
+    assert torch.isfinite(grad).all()
+    assert numeric.norm() > 1e-8, "the loss does not depend on the parameter"
+    assert error < tol, f"relative error {error:.2e}\nautograd {grad}\nnumeric {numeric}"
+
+
+def final_position_loss(world_fn, steps, body):
+    weights = torch.tensor([0.3, -0.7, 1.1], dtype=torch.float64)
+
+    def loss(velocity):
+        world = world_fn()
+        state = physics.initial_state(world)
+        mask = torch.zeros_like(state.linear_velocity)
+        mask[0, body] = 1.0
+        state = state.replace(linear_velocity=state.linear_velocity * (1 - mask) + mask * velocity)
+        final = physics.rollout(world, state, steps, check_finite=False)[-1]
+        return (final.position[0, body] * weights).sum()
+
+    return loss
+
+
+@pytest.mark.parametrize(
+    "name,world_fn,body,steps,velocity",
+    [
+        ("free flight", lambda: models.ball_on_floor(height=5.0), 1, 30, [1.0, 0.5, 2.0]),
+        ("pendulum", lambda: models.pendulum(theta0=0.7), 0, 40, [0.3, 0.0, 0.2]),
+        ("cart-pole", lambda: models.cart_pole(theta0=0.4), 0, 40, [0.5, 0.0, 0.0]),
+    ],
+)
+def test_initial_velocity_to_final_position(name, world_fn, body, steps, velocity):
+    finite_difference_check(
+        final_position_loss(world_fn, steps, body), torch.tensor(velocity, dtype=torch.float64)
+    )
+
+
+def test_gradient_through_a_bounce():
+    # The ball hits the floor once (at about 0.3 s) and flies up again before the end.
+    finite_difference_check(
+        final_position_loss(
+            lambda: models.ball_on_floor(height=0.4, restitution=0.6, friction=0.3), 40, 1
+        ),
+        torch.tensor([0.8, 0.2, -0.5], dtype=torch.float64),
+        tol=1e-4,
+    )
+
+
+def trajectory_loss(trajectory):
+    return (trajectory.position[..., 0] ** 2).sum() + trajectory.position[..., 2].sum()
+
+
+def test_parameters_to_trajectory():
+    """Mass, damping and length of the cart-pole's pole -> a loss over the whole trajectory."""
+
+    def loss(params):
+        mass, damping, length = params
+        pivot = [0.0, 0.0, 1.0]
+        com, quat = models.hanging_pose(0.6, pivot, length / 2)
+        cart = physics.Body("cart", "box", [0.3, 0.2, 0.1], mass=1.0, position=pivot)
+        pole = physics.Body("pole", "box", torch.stack([length * 0 + 0.02, length * 0 + 0.02, length]),
+                            mass=mass, position=torch.stack([torch.as_tensor(c, dtype=torch.float64) for c in com]),
+                            quat=quat)  # fmt: skip
+        joints = [
+            physics.Joint("rail", "slider", "world", "cart", anchor=pivot, axis=[1, 0, 0]),
+            physics.Joint(
+                "hinge", "hinge", "cart", "pole", anchor=pivot, axis=[0, 1, 0], damping=damping
+            ),
+        ]
+        world = physics.build_world(physics.WorldSpec([cart, pole], joints), dtype=torch.float64)
+        return trajectory_loss(physics.rollout(world, physics.initial_state(world), 40))
+
+    finite_difference_check(loss, torch.tensor([0.2, 0.05, 0.8], dtype=torch.float64))
+
+
+def test_actions_to_final_state():
+    world = models.cart_pole(theta0=0.2)
+
+    def loss(actions):
+        final = physics.rollout(
+            world, physics.initial_state(world), 12, actions=actions[:, None, None]
+        )[-1]
+        return final.position[0, 1, 0] + 0.5 * final.linear_velocity[0, 0, 0]
+
+    finite_difference_check(loss, torch.linspace(-2, 3, 12, dtype=torch.float64))
+
+
+def test_gravity_and_friction_and_restitution_get_gradients():
+    gravity = torch.tensor([0.0, 0.0, -9.81], dtype=torch.float64, requires_grad=True)
+    friction = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    restitution = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+    floor = physics.Body(
+        "floor", "plane", [5, 5], static=True, friction=friction, restitution=restitution
+    )
+    ball = physics.Body("ball", "sphere", 0.1, mass=1.0, position=[0, 0, 0.5], velocity=[2.0, 0, 0],
+                        friction=friction, restitution=restitution)  # fmt: skip
+    world = physics.build_world(
+        physics.WorldSpec([floor, ball], gravity=gravity), dtype=torch.float64
+    )
+    final = physics.rollout(world, physics.initial_state(world), 40)[-1]
+    (final.position[0, 1, 0] + final.position[0, 1, 2]).backward()
+    for tensor in (gravity, friction, restitution):
+        assert torch.isfinite(tensor.grad).all() and tensor.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize(
+    "world_fn",
+    [
+        lambda: models.pendulum(theta0=math.pi),  # exactly upright, at rest
+        lambda: models.pendulum(theta0=0.0),  # hanging, at rest: zero velocity everywhere
+        lambda: models.ball_on_floor(height=0.0),  # a contact just touching
+        lambda: models.cart_pole(theta0=math.pi),
+    ],
+)
+def test_no_nan_gradient_at_degenerate_states(world_fn):
+    world = world_fn()
+    state = physics.initial_state(world)
+    velocity = state.linear_velocity.clone().requires_grad_(True)
+    spin = state.angular_velocity.clone().requires_grad_(True)
+    trajectory = physics.rollout(
+        world, state.replace(linear_velocity=velocity, angular_velocity=spin), 5
+    )
+    (
+        trajectory.position.sum() + trajectory.rotation.sum() + trajectory.linear_velocity.sum()
+    ).backward()
+    assert torch.isfinite(velocity.grad).all() and torch.isfinite(spin.grad).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_batch_equals_single_runs(dtype):
+    masses = torch.tensor([0.1, 0.3, 0.7], dtype=dtype)
+    angles = [0.2, -1.0, 2.5]
+    # A batch of 3 cart-poles with different pole masses and starting angles ...
+    worlds = [models.cart_pole(theta0=a, dtype=dtype) for a in angles]
+    pivot = [0.0, 0.0, 1.0]
+    poses = [models.hanging_pose(a, pivot, 0.5) for a in angles]
+    cart = physics.Body("cart", "box", [0.3, 0.2, 0.1], mass=1.0, position=pivot)
+    pole = physics.Body("pole", "box", [0.02, 0.02, 1.0], mass=masses,
+                        position=torch.tensor([p[0] for p in poses], dtype=dtype),
+                        quat=torch.tensor([p[1] for p in poses], dtype=dtype))  # fmt: skip
+    joints = [
+        physics.Joint(
+            "rail",
+            "slider",
+            "world",
+            "cart",
+            anchor=pivot,
+            axis=[1, 0, 0],
+            motor=physics.Motor("force", max=100.0),
+        ),
+        physics.Joint("hinge", "hinge", "cart", "pole", anchor=pivot, axis=[0, 1, 0]),
+    ]
+    batched = physics.build_world(
+        physics.WorldSpec([cart, pole], joints), batch_size=3, dtype=dtype
+    )
+    actions = torch.randn(50, 3, 1, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    together = physics.rollout(batched, physics.initial_state(batched), 50, actions=actions)
+    for b, angle in enumerate(angles):
+        single_world = models.cart_pole(theta0=angle, pole_mass=float(masses[b]), dtype=dtype)
+        alone = physics.rollout(
+            single_world, physics.initial_state(single_world), 50, actions=actions[:, b : b + 1]
+        )
+        tol = 1e-4 if dtype == torch.float32 else 1e-10
+        torch.testing.assert_close(
+            together.position[:, b], alone.position[:, 0], atol=tol, rtol=tol
+        )
+    assert len(worlds) == 3
+
+
+def test_batch_of_bouncing_balls_equals_single_runs():
+    heights = [0.3, 0.8]
+    floor = physics.Body("floor", "plane", [10, 10], static=True, restitution=0.5)
+    ball = physics.Body("ball", "sphere", 0.1, mass=1.0, restitution=0.5, velocity=[0.5, 0, 0],
+                        position=torch.tensor([[0, 0, h + 0.1] for h in heights], dtype=torch.float64))  # fmt: skip
+    batched = physics.build_world(
+        physics.WorldSpec([floor, ball]), batch_size=2, dtype=torch.float64
+    )
+    together = physics.rollout(batched, physics.initial_state(batched), 60)
+    for b, h in enumerate(heights):
+        single = models.ball_on_floor(height=h, restitution=0.5, velocity=(0.5, 0, 0))
+        alone = physics.rollout(single, physics.initial_state(single), 60)
+        torch.testing.assert_close(
+            together.position[:, b], alone.position[:, 0], atol=1e-10, rtol=1e-10
+        )
