@@ -1,0 +1,217 @@
+"""Scene files: bundled scenes, batching, overrides and their gradients, conventions."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+import diffcam
+from diffcam.scene import SCENES_DIR, override_paths, read_scene_file
+
+BUNDLED = sorted(p.name for p in SCENES_DIR.glob("*.toml"))
+
+
+def test_bundled_scenes_present():
+    for name in ("pendulum_cart.toml", "pendulum.toml", "ball_throw.toml"):
+        assert name in BUNDLED
+    assert len(BUNDLED) >= 4  # plus at least one contact showcase
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_scene_loads_simulates_renders(name):
+    scene = diffcam.load_scene(SCENES_DIR / name, batch_size=2)
+    assert scene.body_names == list(scene.world.body_names)
+    n = len(scene.body_names)
+    state = scene.initial_state()
+    assert state.position.shape == (2, n, 3)
+    action = None
+    if scene.actuator_names:
+        action = torch.full((2, len(scene.actuator_names)), 1.0)
+    for _ in range(3):
+        state = scene.step(state, action)
+    assert torch.isfinite(state.position).all()
+    img = scene.render(state)
+    w, h = scene.camera.width, scene.camera.height
+    assert img.shape == (2, 3, h, w)
+    assert torch.isfinite(img).all() and img.min() >= 0 and img.max() <= 1
+    # not a blank frame: something besides the background is drawn
+    out = scene.render_buffers(state)
+    assert (out.object_id >= 0).float().mean() > 0.2
+    assert "camera" in scene.summary()
+
+
+def test_pendulum_cart_matches_the_paper_setup():
+    scene = diffcam.load_scene(SCENES_DIR / "pendulum_cart.toml")
+    assert (scene.camera.width, scene.camera.height) == (288, 96)
+    assert scene.actuator_names == ["rail"]
+    for body in ("cart", "pole", "backdrop", "floor"):
+        assert body in scene.body_names
+    joints = {j["name"]: j for j in scene.config.joints}
+    assert joints["rail"]["type"] == "slider" and joints["rail"]["motor"]["type"] == "force"
+    assert joints["hinge"]["type"] == "hinge"
+
+
+def _pendulum_cart_extremes_visible(scene):
+    """Pole tip positions at both rail ends, upright and hanging, are inside the image."""
+    pole = scene.config.bodies[scene.body_names.index("pole")]
+    hinge = [j for j in scene.config.joints if j["name"] == "hinge"][0]
+    anchor = torch.tensor(hinge["anchor"])
+    length = 2 * (anchor[2] - torch.tensor(pole["position"][2]))
+    lo, hi = [j for j in scene.config.joints if j["name"] == "rail"][0]["limits"]
+    pts = []
+    for x in (lo, hi):
+        for dz in (length, -length):
+            pts.append(anchor + torch.tensor([x, 0.0, float(dz)]))
+    pix, depth = scene.camera.project(torch.stack(pts))
+    return pix, depth
+
+
+def test_pendulum_cart_everything_in_view():
+    scene = diffcam.load_scene(SCENES_DIR / "pendulum_cart.toml")
+    pix, depth = _pendulum_cart_extremes_visible(scene)
+    assert (depth > 0).all()
+    assert (pix[..., 0] > 0).all() and (pix[..., 0] < scene.camera.width).all()
+    assert (pix[..., 1] > 0).all() and (pix[..., 1] < scene.camera.height).all()
+
+
+def test_batch_equals_single_loads():
+    path = SCENES_DIR / "pendulum_cart.toml"
+    masses = [0.1, 0.2, 0.4]
+    forces = [[10.0], [-5.0], [25.0]]
+    batched = diffcam.load_scene(
+        path, batch_size=3, overrides={"bodies.pole.mass": torch.tensor(masses)}
+    )
+    sb = batched.initial_state()
+    act = torch.tensor(forces)
+    for _ in range(4):
+        sb = batched.step(sb, act)
+    img_b = batched.render(sb)
+    for k in range(3):
+        single = diffcam.load_scene(path, batch_size=1, overrides={"bodies.pole.mass": masses[k]})
+        s = single.initial_state()
+        for _ in range(4):
+            s = single.step(s, act[k : k + 1])
+        torch.testing.assert_close(s.position[0], sb.position[k], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(s.rotation[0], sb.rotation[k], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(single.render(s)[0], img_b[k], atol=1e-4, rtol=1e-4)
+
+
+def test_overrides_receive_gradients_from_pixels():
+    path = SCENES_DIR / "pendulum_cart.toml"
+    dtype = torch.float64
+    params = {
+        "bodies.pole.mass": torch.tensor(0.2, dtype=dtype, requires_grad=True),
+        "joints.hinge.damping": torch.tensor(0.05, dtype=dtype, requires_grad=True),
+        "world.gravity": torch.tensor([0.0, 0.0, -9.81], dtype=dtype, requires_grad=True),
+        "camera.fov_y_deg": torch.tensor(37.0, dtype=dtype, requires_grad=True),
+        "bodies.cart.mass": torch.tensor(1.0, dtype=dtype, requires_grad=True),
+    }
+    scene = diffcam.load_scene(path, dtype=dtype, overrides=params)
+    state = scene.initial_state()
+    action = torch.tensor([[30.0]], dtype=dtype)
+    for _ in range(12):
+        state = scene.step(state, action)
+    img = scene.render(state)
+    target = torch.full_like(img, 0.5)
+    loss = ((img - target) ** 2).mean()
+    grads = torch.autograd.grad(loss, list(params.values()))
+    for (key, _), g in zip(params.items(), grads, strict=True):
+        assert g is not None, key
+        assert torch.isfinite(g).all(), key
+        if key == "world.gravity":
+            assert g[2].abs() > 0, key  # the pole swings in the x-z plane
+        else:
+            assert g.abs().sum() > 0, key
+
+
+def test_texture_override_gets_gradient():
+    path = SCENES_DIR / "pendulum_cart.toml"
+    wood = diffcam.load_scene(path).textures["wood"].clone().requires_grad_(True)
+    scene = diffcam.load_scene(path, overrides={"textures.wood": wood})
+    assert scene.textures["wood"] is not None
+    img = scene.render(scene.initial_state())
+    img.mean().backward()
+    assert wood.grad is not None and wood.grad.abs().sum() > 0
+
+
+def test_projected_body_centres_land_on_the_bodies():
+    for name in ("tumble.toml", "ball_throw.toml", "pendulum.toml"):
+        path = SCENES_DIR / name
+        if not path.exists():
+            continue
+        scene = diffcam.load_scene(path)
+        state = scene.initial_state()
+        ids = scene.render_buffers(state).object_id[0]
+        pix = scene.project_bodies(state)[0]
+        checked = 0
+        for k, b in enumerate(scene.config.bodies):
+            if b.get("static"):
+                continue
+            x, y = pix[k].tolist()
+            if not (0 <= x < scene.camera.width and 0 <= y < scene.camera.height):
+                continue
+            assert ids[int(y), int(x)].item() == k, (name, b["name"])
+            checked += 1
+        assert checked >= 1, name
+
+
+def test_convention_quat_wxyz_and_state_order(scene_tools, tmp_path):
+    data = scene_tools.tiny()
+    s = math.sqrt(0.5)
+    data["bodies"][3]["quat"] = [s, 0.0, 0.0, s]  # 90 degrees about z, [w, x, y, z]
+    path = scene_tools.write_scene(data, tmp_path)
+    scene = diffcam.load_scene(path)
+    assert scene.body_names == ["floor", "cart", "pole", "ball"]
+    r = scene.initial_state().rotation[0, 3]
+    expected = torch.tensor([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    torch.testing.assert_close(r, expected, atol=1e-6, rtol=0)
+
+
+def test_convention_camera_looks_at_target(scene_tools, tmp_path):
+    path = scene_tools.write_scene(scene_tools.tiny(), tmp_path)
+    scene = diffcam.load_scene(path)
+    pix, depth = scene.camera.project(torch.tensor([[0.0, 0.0, 1.0]]))
+    torch.testing.assert_close(pix.reshape(2), torch.tensor([12.0, 6.0]), atol=1e-4, rtol=0)
+    assert depth.item() == pytest.approx(3.0)
+
+
+def test_focal_and_principal_point(scene_tools, tmp_path):
+    data = scene_tools.tiny()
+    del data["camera"]["fov_y_deg"]
+    data["camera"]["focal"] = [20.0, 22.0]
+    data["camera"]["principal_point"] = [11.0, 7.0]
+    scene = diffcam.load_scene(scene_tools.write_scene(data, tmp_path))
+    K = scene.camera.K[0]
+    torch.testing.assert_close(
+        K, torch.tensor([[20.0, 0.0, 11.0], [0.0, 22.0, 7.0], [0.0, 0.0, 1.0]])
+    )
+
+
+def test_float64_and_override_paths(scene_tools, tmp_path):
+    path = scene_tools.write_scene(scene_tools.tiny(), tmp_path)
+    scene = diffcam.load_scene(path, dtype=torch.float64, batch_size=2)
+    st = scene.rollout(3, policy=lambda s, t: torch.ones(2, 1, dtype=torch.float64))
+    assert st.position.shape == (4, 2, 4, 3) and st.position.dtype == torch.float64
+    assert scene.render(scene.initial_state()).dtype == torch.float64
+    paths = override_paths(read_scene_file(path))
+    for p in ("world.gravity", "camera.fov_y_deg", "bodies.pole.mass", "joints.hinge.damping"):
+        assert p in paths
+    assert "joints.rail.motor.max" in paths
+
+
+def test_per_batch_override_changes_only_its_element(scene_tools, tmp_path):
+    path = scene_tools.write_scene(scene_tools.tiny(), tmp_path)
+    g = torch.tensor([[0.0, 0.0, -9.81], [0.0, 0.0, -1.0]])
+    scene = diffcam.load_scene(path, batch_size=2, overrides={"world.gravity": g})
+    st = scene.rollout(5).position[-1]
+    ball = scene.body_names.index("ball")
+    assert st[0, ball, 2] < st[1, ball, 2] < 0.5
+
+
+def test_scene_paths_relative_to_cwd_and_absolute(monkeypatch):
+    monkeypatch.chdir(Path(SCENES_DIR).parent)
+    scene = diffcam.load_scene("scenes/pendulum.toml")
+    assert scene.path == "scenes/pendulum.toml"
