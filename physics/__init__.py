@@ -16,6 +16,9 @@ from .step import step
 from .world import World, build_world, initial_state
 
 __all__ = [
+    "JointFrames",
+    "axis_rows",
+    "joint_frames",
     "Body",
     "Joint",
     "ModelError",

@@ -1,0 +1,100 @@
+"""Cart-pole speed and memory: state-steps per second, forward and forward+backward.
+
+Prints one JSON line per measurement. Not part of the test suite.
+
+    python benchmarks/bench_physics.py [--batches 1 64 1024 4096] [--steps 50] [--compile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import physics  # noqa: E402
+from tests.physics.models import cart_pole  # noqa: E402
+
+
+def measure(batch: int, steps: int, backward: bool, compiled: bool) -> dict:
+    world = cart_pole(theta0=0.3, batch_size=batch, dtype=torch.float32)
+    step = torch.compile(physics.step, dynamic=False) if compiled else physics.step
+    actions = torch.randn(steps, batch, 1)
+
+    def run():
+        a = actions.clone().requires_grad_(backward)
+        state = physics.initial_state(world)
+        for t in range(steps):
+            state = step(world, state, a[t])
+        if backward:
+            (state.position.square().sum() + state.linear_velocity.sum()).backward()
+
+    with torch.set_grad_enabled(backward):
+        run()  # warm-up (and compilation)
+        repeats = 3 if batch <= 1024 else 1
+        start = time.perf_counter()
+        for _ in range(repeats):
+            run()
+        elapsed = (time.perf_counter() - start) / repeats
+    return {
+        "bench": "cartpole",
+        "mode": "forward+backward" if backward else "forward",
+        "compiled": compiled,
+        "B": batch,
+        "steps": steps,
+        "ms_per_step": round(1e3 * elapsed / steps, 3),
+        "state_steps_per_s": round(batch * steps / elapsed),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def peak_memory(checkpoint_every: int | None, batch: int = 64, steps: int = 300) -> dict:
+    """Peak resident memory of a 300-step backward pass, measured in a fresh process."""
+    code = f"""
+import resource, sys, torch
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+import physics
+from tests.physics.models import cart_pole
+world = cart_pole(theta0=0.3, batch_size={batch}, dtype=torch.float32)
+actions = torch.randn({steps}, {batch}, 1, requires_grad=True)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+trajectory = physics.rollout(world, physics.initial_state(world), {steps}, actions=actions,
+                             checkpoint_every={checkpoint_every})
+trajectory.position.square().sum().backward()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) / 1024)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return {
+        "bench": "cartpole_memory",
+        "B": batch,
+        "steps": steps,
+        "checkpoint_every": checkpoint_every,
+        "peak_rss_increase_mb": round(float(out.stdout.strip().splitlines()[-1]), 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 64, 1024, 4096])
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--compile", action="store_true", help="also measure torch.compile(step)")
+    parser.add_argument("--no-memory", action="store_true")
+    args = parser.parse_args()
+    for compiled in [False, True] if args.compile else [False]:
+        for batch in args.batches:
+            for backward in (False, True):
+                print(json.dumps(measure(batch, args.steps, backward, compiled)), flush=True)
+    if not args.no_memory:
+        for every in (None, 20):
+            print(json.dumps(peak_memory(every)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
