@@ -1,14 +1,14 @@
 """diffcam: a differentiable pinhole ray-caster (and scene layer) in plain PyTorch."""
 
+from . import debug as debug
 from .camera import PinholeCamera as PinholeCamera
+from .errors import SceneError as SceneError
 from .primitives import Primitive as Primitive
 from .render import Lighting as Lighting
 from .render import RenderBuffers as RenderBuffers
 from .render import render as render
 from .render import render_buffers as render_buffers
-from .textures import sample_texture as sample_texture
-from . import debug as debug
-from .errors import SceneError as SceneError
 from .scene import Scene as Scene
 from .scene import load_scene as load_scene
+from .textures import sample_texture as sample_texture
 from .video import write_video as write_video

@@ -28,8 +28,16 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from .camera import PinholeCamera
-from .primitives import Primitive, intersect, silhouette_distance, surface_normal, surface_uv
-from .textures import build_atlas, sample_texture
+from .primitives import (
+    PLANE,
+    RECT,
+    Primitive,
+    intersect,
+    silhouette_distance,
+    surface_normal,
+    surface_uv,
+)
+from .textures import build_atlas, composite, sample_texture
 
 __all__ = ["render", "render_buffers", "Lighting", "RenderBuffers"]
 
@@ -163,13 +171,14 @@ def _background(background, B, H, W, dtype, device) -> torch.Tensor:
 def _render(cam, prims, rotation, position, background, sigma, lighting, mipmap, max_chunk):
     dtype, device = position.dtype, position.device
     K = len(prims)
-    if rotation.shape[-3] != K or position.shape[-2] != K:
+    if rotation.dim() != 4 or rotation.shape[-3] != K or position.shape[-2] != K:
         raise ValueError(
             f"render: {K} primitives but rotation {tuple(rotation.shape)} and position "
             f"{tuple(position.shape)} (expected (B, K, 3, 3) and (B, K, 3))"
         )
     B = max(cam.batch_size, rotation.shape[0], position.shape[0])
     H, W = cam.height, cam.width
+    P = H * W
     R = rotation.expand(B, K, 3, 3)
     pos = position.expand(B, K, 3)
     Rc = cam.rotation.to(dtype).expand(B, 3, 3)
@@ -180,55 +189,54 @@ def _render(cam, prims, rotation, position, background, sigma, lighting, mipmap,
     A = Rt @ Rc.unsqueeze(1)  # (B, K, 3, 3) local_from_camera rotation
     o = (Rt @ (tc.unsqueeze(1) - pos).unsqueeze(-1)).squeeze(-1)  # (B, K, 3) camera centre, local
     h = torch.cat([p.half_size(dtype, device).expand(B, 3).unsqueeze(1) for p in prims], 1)
-
-    xs = torch.arange(W, dtype=dtype, device=device) + 0.5
-    ys = torch.arange(H, dtype=dtype, device=device) + 0.5
-    dxp = (xs.unsqueeze(0) - cx.unsqueeze(1)) / fx.unsqueeze(1)  # (B, W)
-    dyp = (ys.unsqueeze(0) - cy.unsqueeze(1)) / fy.unsqueeze(1)  # (B, H)
-
-    codes = [p.code for p in prims]
-    groups: dict[int, list[int]] = {}
-    for k, c in enumerate(codes):
-        groups.setdefault(c, []).append(k)
-
-    # ---- pass 1: nearest hit, no autograd, row chunks
-    rows = max(1, min(H, max_chunk // max(1, B * K * W)))
-    best_t = torch.empty(B, H, W, dtype=dtype, device=device)
-    best_k = torch.empty(B, H, W, dtype=torch.long, device=device)
-    with torch.no_grad():
-        Ad, od, hd, dxd, dyd = A.detach(), o.detach(), h.detach(), dxp.detach(), dyp.detach()
-        for r0 in range(0, H, rows):
-            r1 = min(H, r0 + rows)
-            bt = torch.full((B, r1 - r0, W), float("inf"), dtype=dtype, device=device)
-            bk = torch.full((B, r1 - r0, W), -1, dtype=torch.long, device=device)
-            for code, ks in groups.items():
-                d = _local_dirs(Ad[:, ks], dxd, dyd[:, r0:r1])  # (B, Kg, h, W, 3)
-                t, hit = intersect(code, od[:, ks, None, None], d, hd[:, ks, None, None])
-                t = torch.where(hit, t, torch.full_like(t, float("inf")))
-                tmin, kmin = t.min(dim=1)
-                kmin = torch.tensor(ks, device=device)[kmin]
-                better = tmin < bt
-                bt = torch.where(better, tmin, bt)
-                bk = torch.where(better, kmin, bk)
-            best_t[:, r0:r1] = bt
-            best_k[:, r0:r1] = bk
-
-    # ---- appearance: textures packed into one atlas (colours as 1x1 textures)
-    atlas = build_atlas(
-        [p.appearance(dtype, device) for p in prims], [p.wrap == "repeat" for p in prims], mipmap
-    )
     uv_scale = torch.tensor(
         [list(map(float, p.uv_scale)) for p in prims], dtype=dtype, device=device
     )
+    codes = [p.code for p in prims]
+
     light = None
     if lighting is not None:
         ldir = torch.as_tensor(lighting.direction, dtype=dtype, device=device)
         ldir = ldir / torch.linalg.vector_norm(ldir)
         l_local = (Rt @ ldir.view(1, 1, 3, 1)).squeeze(-1)  # (B, K, 3)
         light = (lighting.ambient, lighting.intensity, l_local)
+
+    atlas = build_atlas(
+        [p.appearance(dtype, device) for p in prims],
+        [p.wrap == "repeat" for p in prims],
+        mipmap,
+        quad=sigma <= 0,
+    )
     bg = _background(background, B, H, W, dtype, device)
 
+    xs = torch.arange(W, dtype=dtype, device=device) + 0.5
+    ys = torch.arange(H, dtype=dtype, device=device) + 0.5
+    dxp = (xs.unsqueeze(0) - cx.unsqueeze(1)) / fx.unsqueeze(1)  # (B, W)
+    dyp = (ys.unsqueeze(0) - cy.unsqueeze(1)) / fy.unsqueeze(1)  # (B, H)
+
     if sigma > 0:
+        groups: dict[int, list[int]] = {}
+        for k, c in enumerate(codes):
+            groups.setdefault(c, []).append(k)
+        with torch.no_grad():
+            oid, depth_ng = _hard(
+                A,
+                o,
+                h,
+                fx,
+                fy,
+                cx,
+                cy,
+                codes,
+                uv_scale,
+                None,
+                B,
+                K,
+                H,
+                W,
+                max_chunk,
+                geometry_only=True,
+            )
         img = _soft(
             A,
             o,
@@ -249,18 +257,298 @@ def _render(cam, prims, rotation, position, background, sigma, lighting, mipmap,
             W,
             max_chunk,
         )
+        img = img.view(B, H, W, 3).permute(0, 3, 1, 2)
+        # depth with gradients: the hard winner's (cheap next to the soft pass)
+        _, depth, _ = _hard(
+            A, o, h, fx, fy, cx, cy, codes, uv_scale, None, B, K, H, W, max_chunk, oid=oid
+        )
+        return img, depth.view(B, 1, H, W), oid
+
+    oid, depth, samples = _hard(
+        A, o, h, fx, fy, cx, cy, codes, uv_scale, light, B, K, H, W, max_chunk
+    )
+    pix, slot, u, v, shade = samples
+    if pix.numel() == 0:
+        img = bg.permute(0, 2, 1).expand(B, 3, P).reshape(B, 3, H, W)
+        return img, depth.view(B, 1, H, W), oid
+    meta0 = (atlas.offset[slot, 0], atlas.width[slot, 0], atlas.height[slot, 0], atlas.repeat[slot])
+    meta1 = blend = None
+    if mipmap and atlas.offset.shape[1] > 1:
+        level = _mip_level(torch.stack([u, v], 1).detach(), pix, slot, oid, atlas, B, H, W)
+        nl = atlas.num_levels[slot]
+        lv = torch.minimum(level, (nl - 1).to(level.dtype))
+        l0 = torch.floor(lv).long()
+        l1 = torch.minimum(l0 + 1, nl - 1)
+        blend = lv - l0.to(lv.dtype)
+        meta0 = (
+            atlas.offset[slot, l0],
+            atlas.width[slot, l0],
+            atlas.height[slot, l0],
+            atlas.repeat[slot],
+        )
+        meta1 = (
+            atlas.offset[slot, l1],
+            atlas.width[slot, l1],
+            atlas.height[slot, l1],
+            atlas.repeat[slot],
+        )
+    img = composite(atlas.quad, u, v, shade, blend, bg, pix, meta0, meta1, (B, H, W))
+    return img, depth.view(B, 1, H, W), oid
+
+
+def _planar_forms(A, o, h, fx, fy, cx, cy, uv_scale, codes):
+    """Per (b, k) affine forms in pixel coordinates (x, y) for planar primitives.
+
+    With ``d(x, y) = M [x, y, 1]`` the local direction of the ray through continuous pixel
+    (x, y), the hit point on the body z = 0 plane is ``p_xy = N_xy / D`` and its depth
+    ``-o_z / D``, where ``D = d_z`` and ``N_x = o_x d_z - o_z d_x`` are affine in (x, y): a
+    homography. Returns (B, K, 3) coefficient triples (a, b, c) of a x + b y + c:
+
+    * no-grad test: ``w = -D / o_z`` (inverse depth), ``nx = N_x / (h_x |o_z|)``, same for y;
+      a rectangle is hit iff ``max(|nx|, |ny|) < w``, an infinite plane iff ``w > 0``.
+    * differentiable: ``U, V`` (so that u = U / D + u0, v = V / D + v0) and ``D``.
+    """
+    c0 = A[..., :, 0] / fx.view(-1, 1, 1)
+    c1 = A[..., :, 1] / fy.view(-1, 1, 1)
+    c2 = A[..., :, 2] - c0 * cx.view(-1, 1, 1) - c1 * cy.view(-1, 1, 1)
+    M = torch.stack([c0, c1, c2], -1)  # (B, K, 3 components, 3 coefficients)
+    ox, oy, oz = o[..., 0:1], o[..., 1:2], o[..., 2:3]
+    D = M[..., 2, :]
+    Nx = ox * D - oz * M[..., 0, :]
+    Ny = oy * D - oz * M[..., 1, :]
+    is_rect = torch.tensor([c == RECT for c in codes], device=A.device).view(1, -1, 1)
+    hx, hy = h[..., 0:1], h[..., 1:2]
+    su, sv = uv_scale[:, 0].view(1, -1, 1), uv_scale[:, 1].view(1, -1, 1)
+    hx_s = torch.where(hx > 0, hx, torch.ones_like(hx))
+    hy_s = torch.where(hy > 0, hy, torch.ones_like(hy))
+    U = Nx * torch.where(is_rect, su / (2 * hx_s), su)
+    V = Ny * torch.where(is_rect, sv / (2 * hy_s), sv)
+    u0 = torch.where(is_rect, 0.5 * su, torch.zeros_like(su)).expand_as(oz)
+    v0 = torch.where(is_rect, 0.5 * sv, torch.zeros_like(sv)).expand_as(oz)
+    return D, Nx, Ny, U, V, u0, v0
+
+
+def _hard(
+    A,
+    o,
+    h,
+    fx,
+    fy,
+    cx,
+    cy,
+    codes,
+    uv_scale,
+    light,
+    B,
+    K,
+    H,
+    W,
+    max_chunk,
+    geometry_only=False,
+    oid=None,
+):
+    """Nearest hit per pixel and the differentiable recomputation of the winner.
+
+    Returns object_id (B, H, W) long, depth (B*H*W,) and samples = (pix, slot, u, v, shade):
+    per foreground pixel its flat index, primitive index, texture coordinates (uv_scale
+    applied) and shading factor (None without lighting).
+    """
+    dtype, device = o.dtype, o.device
+    P = H * W
+    planar = [k for k, c in enumerate(codes) if c in (PLANE, RECT)]
+    groups: dict[int, list[int]] = {}
+    for k, c in enumerate(codes):
+        if c not in (PLANE, RECT):
+            groups.setdefault(c, []).append(k)
+    code_tab = torch.tensor(codes, dtype=torch.long, device=device)
+
+    D, Nx, Ny, U, V, u0, v0 = _planar_forms(A, o, h, fx, fy, cx, cy, uv_scale, codes)
+    oz = o[..., 2:3]
+    # differentiable per-(b, k) tables, transposed so that index_select gives contiguous rows
+    plan_tab = None
+    if planar:
+        cols = [U, V, D, -oz, u0, v0]
+        if light is not None:
+            amb, inten, l_local = light
+            # planar normal is body +z, flipped towards the camera (two-sided)
+            facing = torch.where(oz >= 0, l_local[..., 2:3], -l_local[..., 2:3])
+            cols.append(amb + inten * facing.clamp(min=0))
+        plan_tab = torch.cat(cols, -1).reshape(B * K, -1).t()
+    gen_tab = None
+    if groups:
+        f4 = torch.stack([fx, fy, cx, cy], -1).unsqueeze(1).expand(B, K, 4)
+        cols = [A.reshape(B, K, 9), o, h, uv_scale.unsqueeze(0).expand(B, K, 2), f4]
+        if light is not None:
+            cols.append(light[2])
+        gen_tab = torch.cat(cols, -1).reshape(B * K, -1).t()
+
+    with torch.no_grad():
+        w_scale = 1.0 / torch.where(oz.abs() > 0, oz.abs(), torch.ones_like(oz))
+        Wf = torch.where(oz.abs() > 0, -D * torch.sign(oz) * w_scale, torch.zeros_like(D) - 1)
+        hx = h[..., 0:1].clamp(min=1e-30)
+        hy = h[..., 1:2].clamp(min=1e-30)
+        NXf = Nx * w_scale / hx
+        NYf = Ny * w_scale / hy
+        Ad, od, hd = A.detach(), o.detach(), h.detach()
+        dxd = (torch.arange(W, dtype=dtype, device=device) + 0.5) - cx.detach().unsqueeze(1)
+        dxd = dxd / fx.detach().unsqueeze(1)
+        dyd = (torch.arange(H, dtype=dtype, device=device) + 0.5) - cy.detach().unsqueeze(1)
+        dyd = dyd / fy.detach().unsqueeze(1)
+    xs = torch.arange(W, dtype=dtype, device=device) + 0.5
+    ys = torch.arange(H, dtype=dtype, device=device) + 0.5
+
+    # chunks: nb whole images, or row blocks of one image when an image is too large
+    px_chunk = max(1, max_chunk // max(1, 4 * K))
+    if P <= px_chunk:
+        nb, rows = max(1, min(B, px_chunk // P)), H
     else:
-        img = None
-    img_hard, depth = _winner_pass(
-        A, o, h, dxp, dyp, best_k, codes, atlas, uv_scale, light, bg, mipmap, B, K, H, W
-    )
-    if img is None:
-        img = img_hard
-    return (
-        img.view(B, H, W, 3).permute(0, 3, 1, 2),
-        depth.view(B, 1, H, W),
-        best_k,
-    )
+        nb, rows = 1, max(1, px_chunk // W)
+    if oid is None:
+        oid = torch.empty(B, H, W, dtype=torch.long, device=device)
+        compute_ids = True
+    else:
+        compute_ids = False
+    out_pix, out_k, out_u, out_v, out_d, out_s = [], [], [], [], [], []
+    for b0 in range(0, B, nb):
+        b1 = min(B, b0 + nb)
+        for r0 in range(0, H, rows):
+            r1 = min(H, r0 + rows)
+            if compute_ids:
+                with torch.no_grad():
+                    best_k = _nearest(
+                        b0,
+                        b1,
+                        r0,
+                        r1,
+                        xs,
+                        ys,
+                        Wf,
+                        NXf,
+                        NYf,
+                        codes,
+                        planar,
+                        groups,
+                        Ad,
+                        od,
+                        hd,
+                        dxd,
+                        dyd,
+                    )
+                oid[b0:b1, r0:r1] = best_k
+            else:
+                best_k = oid[b0:b1, r0:r1]
+            if geometry_only:
+                continue
+            kq = best_k.reshape(-1)
+            code_pix = code_tab[kq.clamp(min=0)].masked_fill_(kq < 0, -1)
+            nbh = (r1 - r0) * W
+            for code in sorted(set(codes)):
+                q = (code_pix == code).nonzero().squeeze(1)
+                if q.numel() == 0:
+                    continue
+                bl = q // nbh
+                rem = q - bl * nbh
+                row = rem // W + r0
+                col = rem - (row - r0) * W
+                b = bl + b0
+                k = kq[q]
+                bk = b * K + k
+                x = xs[col]
+                y = ys[row]
+                if code in (PLANE, RECT):
+                    g = plan_tab.index_select(1, bk)
+                    Ug = g[0] * x + g[1] * y + g[2]
+                    Vg = g[3] * x + g[4] * y + g[5]
+                    Dg = g[6] * x + g[7] * y + g[8]
+                    inv = 1.0 / torch.where(Dg.abs() > 1e-30, Dg, torch.ones_like(Dg))
+                    u = Ug * inv + g[10]
+                    v = Vg * inv + g[11]
+                    depth = g[9] * inv
+                    shade = g[12] if light is not None else None
+                else:
+                    g = gen_tab.index_select(1, bk)
+                    dcx = (x - g[19]) / g[17]
+                    dcy = (y - g[20]) / g[18]
+                    d = torch.stack(
+                        [g[3 * i] * dcx + g[3 * i + 1] * dcy + g[3 * i + 2] for i in range(3)], 1
+                    )
+                    ow = g[9:12].t()
+                    hw = g[12:15].t()
+                    depth, _ = intersect(code, ow, d, hw)
+                    p = ow + depth.unsqueeze(1) * d
+                    u, v = surface_uv(code, p, hw)
+                    u = u * g[15]
+                    v = v * g[16]
+                    shade = None
+                    if light is not None:
+                        amb, inten, _ = light
+                        n = surface_normal(code, p, hw)
+                        n = n / torch.linalg.vector_norm(n, dim=1, keepdim=True).clamp(min=1e-12)
+                        n = torch.where((n * d).sum(1, keepdim=True) > 0, -n, n)
+                        lam = (n * g[21:24].t()).sum(1).clamp(min=0)
+                        shade = amb + inten * lam
+                out_pix.append(b * P + row * W + col)
+                out_k.append(k)
+                out_u.append(u)
+                out_v.append(v)
+                out_d.append(depth)
+                out_s.append(shade)
+    if geometry_only:
+        return oid, None
+    depth_img = torch.zeros(B * P, dtype=dtype, device=device)
+    if not out_pix:
+        e = torch.zeros(0, dtype=dtype, device=device)
+        el = torch.zeros(0, dtype=torch.long, device=device)
+        return oid, depth_img, (el, el, e, e, None)
+    pix = torch.cat(out_pix)
+    depth_img = depth_img.index_put((pix,), torch.cat(out_d))
+    shade = torch.cat(out_s) if light is not None else None
+    return oid, depth_img, (pix, torch.cat(out_k), torch.cat(out_u), torch.cat(out_v), shade)
+
+
+def _nearest(b0, b1, r0, r1, xs, ys, Wf, NXf, NYf, codes, planar, groups, A, o, h, dx, dy):
+    """No-grad nearest hit for images b0:b1, rows r0:r1 -> (nb, rows, W) primitive index or -1.
+
+    Compares inverse depth (larger = nearer); planar primitives use their affine forms (three
+    broadcast adds per pixel), the others the analytic ``intersect``.
+    """
+    x = xs.view(1, 1, -1)
+    y = ys[r0:r1].view(1, -1, 1)
+    best_w = None
+    best_k = None
+
+    def ev(F, k):
+        f = F[b0:b1, k]
+        return (f[:, 0].view(-1, 1, 1) * x + f[:, 2].view(-1, 1, 1)) + f[:, 1].view(-1, 1, 1) * y
+
+    for k in planar:
+        w = ev(Wf, k)
+        if codes[k] == RECT:
+            m = torch.maximum(ev(NXf, k).abs_(), ev(NYf, k).abs_())
+            hit = m < w
+        else:
+            hit = w > 0
+        if best_w is None:
+            best_w = torch.where(hit, w, torch.zeros_like(w))
+            best_k = torch.full(w.shape, -1, dtype=torch.long, device=w.device).masked_fill_(hit, k)
+        else:
+            better = hit & (w > best_w)
+            best_w = torch.where(better, w, best_w)
+            best_k.masked_fill_(better, k)
+    for code, ks in groups.items():
+        d = _local_dirs(A[b0:b1, ks], dx[b0:b1], dy[b0:b1, r0:r1])
+        t, hit = intersect(code, o[b0:b1, ks, None, None], d, h[b0:b1, ks, None, None])
+        w = torch.where(hit, 1.0 / t, torch.zeros_like(t))
+        wmax, kmax = w.max(dim=1)
+        kmax = torch.tensor(ks, device=w.device)[kmax]
+        if best_w is None:
+            best_w = wmax
+            best_k = torch.where(wmax > 0, kmax, -1)
+        else:
+            better = wmax > best_w
+            best_w = torch.where(better, wmax, best_w)
+            best_k = torch.where(better, kmax, best_k)
+    return best_k
 
 
 def _local_dirs(A, dx, dy):
@@ -285,65 +573,6 @@ def _shade(color, code, p, d, n_local_light, h, light):
     n = torch.where(facing > 0, -n, n)  # two-sided: the side seen by the camera
     lam = (n * n_local_light).sum(-1, keepdim=True).clamp(min=0)
     return color * (amb + inten * lam)
-
-
-def _winner_pass(A, o, h, dxp, dyp, best_k, codes, atlas, uv_scale, light, bg, mipmap, B, K, H, W):
-    """Differentiable recomputation for the winning primitive of each foreground pixel."""
-    dtype, device = o.dtype, o.device
-    P = H * W
-    kflat = best_k.reshape(-1)
-    code_tab = torch.tensor(codes, dtype=torch.long, device=device)
-    code_pix = torch.where(kflat >= 0, code_tab[kflat.clamp(min=0)], -1)
-    parts = [A.reshape(B * K, 9), o.reshape(B * K, 3), h.reshape(B * K, 3)]
-    if light is not None:
-        parts.append(light[2].reshape(B * K, 3))
-    params = torch.cat(parts, 1)
-    dx_flat = dxp.reshape(-1)
-    dy_flat = dyp.reshape(-1)
-
-    idx_all, k_all, uv_all, extra = [], [], [], []
-    for code in sorted(set(codes)):
-        idx = (code_pix == code).nonzero().squeeze(1)
-        if idx.numel() == 0:
-            continue
-        b = idx // P
-        pix = idx - b * P
-        row = pix // W
-        col = pix - row * W
-        k = kflat[idx]
-        g = params[b * K + k]  # (n, 15|18)
-        dcx = dx_flat[b * W + col]
-        dcy = dy_flat[b * H + row]
-        Aw = g[:, :9].view(-1, 3, 3)
-        d = Aw[:, :, 0] * dcx.unsqueeze(1) + Aw[:, :, 1] * dcy.unsqueeze(1) + Aw[:, :, 2]
-        ow, hw = g[:, 9:12], g[:, 12:15]
-        t, _ = intersect(code, ow, d, hw)
-        p = ow + t.unsqueeze(1) * d
-        u, v = surface_uv(code, p, hw)
-        sc = uv_scale[k]
-        idx_all.append(idx)
-        k_all.append(k)
-        uv_all.append(torch.stack([u * sc[:, 0], v * sc[:, 1]], 1))
-        extra.append((code, p, d, hw, g[:, 15:18] if light is not None else None, t))
-    depth = torch.zeros(B * P, dtype=dtype, device=device)
-    img = bg.expand(B, P, 3).reshape(B * P, 3)
-    if not idx_all:
-        return img, depth
-    idx = torch.cat(idx_all)
-    k = torch.cat(k_all)
-    uv = torch.cat(uv_all)
-    level = _mip_level(uv.detach(), idx, k, best_k, atlas, B, H, W) if mipmap else None
-    color = atlas.sample(k, uv[:, 0], uv[:, 1], level)
-    if light is not None:
-        shaded, n0 = [], 0
-        for code, p, d, hw, ll, _ in extra:
-            n1 = n0 + p.shape[0]
-            shaded.append(_shade(color[n0:n1], code, p, d, ll, hw, light))
-            n0 = n1
-        color = torch.cat(shaded)
-    img = img.index_copy(0, idx, color)
-    depth = depth.index_copy(0, idx, torch.cat([e[5] for e in extra]))
-    return img, depth
 
 
 def _mip_level(uv, idx, k, best_k, atlas, B, H, W):

@@ -1,0 +1,171 @@
+"""Renderer speed and memory: B = 64 images of 288 x 96 (the Degrave et al. camera).
+
+Prints one JSON line per case:
+    {"bench", "B", "H", "W", "prims", "forward_ms", "fwd_bwd_ms", "mpix_per_s", "peak_mem_mb", ...}
+
+Cases:
+  diffcam_rect5   diffcam, 5 textured rectangles (256^2 textures), gradients to textures+poses
+  diffcam_mixed5  diffcam, plane + box + sphere + capsule + cylinder, all textured (256^2)
+  diffcam_soft5   diffcam_rect5 with edge_softness = 1 px
+  plain_rect5     benchmarks/plain_reference_render.py on the diffcam_rect5 scene
+
+Times are medians over ``--repeats`` runs after ``--warmup`` runs; ``mpix_per_s`` counts output
+pixels (B * H * W) per second of forward+backward. Peak memory: each case runs in its own
+subprocess and reports ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` after the runs minus the
+value before the first render (scene already built), i.e. the peak resident-set growth caused by
+rendering (tracemalloc does not see torch's allocations).
+
+Usage: python benchmarks/bench_render.py [--case NAME] [--repeats N] [--threads T]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+B, H, W, TEX = 64, 96, 288, 256
+CASES = ["diffcam_rect5", "diffcam_mixed5", "diffcam_soft5", "plain_rect5"]
+
+
+def _rot_z(a):
+    c, s = math.cos(a), math.sin(a)
+    return torch.tensor([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def _rot_x(a):
+    c, s = math.cos(a), math.sin(a)
+    return torch.tensor([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
+
+
+def scene(kind: str):
+    """Camera (shared), K primitives, per-batch poses (requires grad), textures (requires grad)."""
+    import diffcam
+
+    g = torch.Generator().manual_seed(0)
+    cam = diffcam.PinholeCamera.look_at(
+        torch.tensor([0.0, -2.5, 1.0]),
+        torch.tensor([0.0, 0.0, 1.0]),
+        torch.tensor([0.0, 0.0, 1.0]),
+        torch.tensor(30.0),
+        W,
+        H,
+    )
+    textures = [torch.rand(3, TEX, TEX, generator=g).requires_grad_() for _ in range(5)]
+    upright = _rot_x(math.pi / 2)  # body +z -> world -y (faces the camera), body +y -> world +z
+    if kind == "rect":
+        sizes = [[6.0, 4.0], [6.0, 3.0], [0.4, 0.3], [0.1, 0.8], [0.3, 0.3]]
+        prims = [diffcam.Primitive("rectangle", s, texture=t) for s, t in zip(sizes, textures)]
+        base_R = [torch.eye(3), upright, upright, upright, upright]
+        base_p = [[0, 0, 0.0], [0, 1.5, 1.0], [0, 0, 0.8], [0.1, -0.1, 1.2], [-0.5, -0.2, 0.7]]
+    else:
+        prims = [
+            diffcam.Primitive("plane", None, texture=textures[0]),
+            diffcam.Primitive("box", [0.4, 0.2, 0.15], texture=textures[1]),
+            diffcam.Primitive("sphere", 0.15, texture=textures[2]),
+            diffcam.Primitive("capsule", [0.04, 0.6], texture=textures[3]),
+            diffcam.Primitive("cylinder", [0.12, 0.3], texture=textures[4]),
+        ]
+        base_R = [torch.eye(3)] * 5
+        base_p = [[0, 0, 0.0], [0, 0, 0.8], [0.6, 0.2, 1.1], [0.05, -0.1, 1.2], [-0.6, 0, 1.0]]
+    K = len(prims)
+    ang = 0.3 * (torch.rand(B, K, generator=g) - 0.5)
+    R = torch.stack(
+        [torch.stack([base_R[k] @ _rot_z(float(a)) for k, a in enumerate(row)]) for row in ang]
+    )
+    R[:, 0] = base_R[0]
+    p = torch.tensor(base_p).expand(B, K, 3) + 0.1 * (torch.rand(B, K, 3, generator=g) - 0.5)
+    p[:, 0] = torch.tensor(base_p[0])
+    return cam, prims, R.requires_grad_(), p.clone().requires_grad_(), textures
+
+
+def run_case(case: str, repeats: int, warmup: int) -> dict:
+    import diffcam
+
+    kind = "mixed" if case == "diffcam_mixed5" else "rect"
+    cam, prims, R, p, textures = scene(kind)
+    bg = torch.tensor([0.9, 0.9, 0.9])
+    soft = 1.0 if case == "diffcam_soft5" else 0.0
+    if case == "plain_rect5":
+        from plain_reference_render import plain_render
+
+        half = torch.tensor([[s / 2 for s in pr.size] for pr in prims])
+        fx, fy, cx, cy = (v.expand(B) for v in (cam.fx, cam.fy, cam.cx, cam.cy))
+        Rc, tc = cam.rotation.expand(B, 3, 3), cam.translation.expand(B, 3)
+
+        def fwd():
+            return plain_render(fx, fy, cx, cy, Rc, tc, H, W, R, p, half, textures, bg)
+    else:
+
+        def fwd():
+            return diffcam.render(cam, prims, R, p, background=bg, edge_softness=soft)
+
+    def fwd_bwd():
+        img = fwd()
+        img.square().mean().backward()
+        for x in [R, p, *textures]:
+            x.grad = None
+
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    tf, tb = [], []
+    for i in range(warmup + repeats):
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            fwd()
+        t1 = time.perf_counter()
+        fwd_bwd()
+        t2 = time.perf_counter()
+        if i >= warmup:
+            tf.append(1e3 * (t1 - t0))
+            tb.append(1e3 * (t2 - t1))
+    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    fb = statistics.median(tb)
+    return {
+        "bench": case,
+        "B": B,
+        "H": H,
+        "W": W,
+        "prims": len(prims),
+        "texture": TEX,
+        "forward_ms": round(statistics.median(tf), 2),
+        "fwd_bwd_ms": round(fb, 2),
+        "mpix_per_s": round(B * H * W / (fb * 1e3), 2),
+        "peak_mem_mb": round((rss1 - rss0) / 1024, 1),
+        "threads": torch.get_num_threads(),
+        "vs_mitsuba_86ms": round(fb / 86.0, 3),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--case", choices=CASES)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0)
+    a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    if a.case:
+        print(json.dumps(run_case(a.case, a.repeats, a.warmup)), flush=True)
+        return
+    for case in CASES:  # one subprocess each, so that max-RSS is per case
+        cmd = [sys.executable, __file__, "--case", case, "--repeats", str(a.repeats)]
+        cmd += ["--warmup", str(a.warmup)] + (["--threads", str(a.threads)] if a.threads else [])
+        subprocess.run(cmd, check=True)
+
+
+if __name__ == "__main__":
+    main()
