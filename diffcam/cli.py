@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -272,7 +273,13 @@ def main(argv: list[str] | None = None) -> int:
         if name in ("ModelError", "SimulationError"):
             print(f"diffcam: error: {e}", file=sys.stderr)
             return 2
-        raise
+        if os.environ.get("DIFFCAM_DEBUG"):
+            raise
+        print(
+            f"diffcam: internal error: {name}: {e} (set DIFFCAM_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

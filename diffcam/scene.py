@@ -539,6 +539,15 @@ def _validate(data: dict, ctx: _Ctx, base_dir: Path) -> SceneConfig:
                 )
         if j["child"] == j["parent"]:
             raise ctx.error(f"{key}.child", "a joint's child must differ from its parent", None)
+        pair = frozenset((j["parent"], j["child"]))
+        for other in joints:
+            if frozenset((other["parent"], other["child"])) == pair:
+                raise ctx.error(
+                    f"{key}.child",
+                    f"joint {other['name']!r} already joins {j['parent']!r} and {j['child']!r}",
+                    "one joint per pair of bodies (use a ball or fixed joint for more freedom "
+                    "or less)",
+                )
         if j["child"] in static_names:
             raise ctx.error(
                 f"{key}.child", f"body {j['child']!r} is static and cannot be jointed", None

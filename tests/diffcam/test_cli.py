@@ -1,0 +1,78 @@
+"""The diffcam command: render and check, clean errors without tracebacks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import imageio.v3 as iio
+import pytest
+
+from diffcam.cli import main, make_policy
+from diffcam.scene import SCENES_DIR, load_scene
+
+
+def test_check_prints_summary(capsys):
+    assert main(["check", str(SCENES_DIR / "pendulum_cart.toml")]) == 0
+    out = capsys.readouterr().out
+    for word in ("bodies", "joints", "actuators", "camera", "textures", "cart", "288x96"):
+        assert word in out
+
+
+def test_render_gif_frame_count(tmp_path, capsys):
+    out = tmp_path / "p.gif"
+    args = ["render", str(SCENES_DIR / "pendulum.toml"), "--seconds", "0.3", "--fps", "10"]
+    args += ["--out", str(out), "--quiet", "--policy", "sine", "--supersample", "1"]
+    assert main(args) == 0
+    frames = iio.imread(out, index=None)
+    scene = load_scene(SCENES_DIR / "pendulum.toml")
+    assert frames.shape[:3] == (3, scene.camera.height, scene.camera.width)
+    assert "wrote" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("view", ["all", "ids", "depth", "centres", "tiled"])
+def test_render_views_batch(tmp_path, view):
+    out = tmp_path / f"{view}.mp4"
+    args = ["render", str(SCENES_DIR / "ball_throw.toml"), "--seconds", "0.1", "--fps", "20"]
+    args += ["--out", str(out), "--quiet", "--batch", "2", "--view", view, "--policy", "random"]
+    args += ["--supersample", "1"]
+    assert main(args) == 0
+    assert out.exists() and [p.name for p in tmp_path.iterdir()] == [out.name]
+
+
+def test_policies_shapes():
+    scene = load_scene(SCENES_DIR / "pendulum_cart.toml", batch_size=3)
+    state = scene.initial_state()
+    assert make_policy(scene, "zero") is None
+    for kind in ("random", "sine"):
+        a = make_policy(scene, kind)(state, 5)
+        assert a.shape == (3, 1) and a.abs().max() <= 30.0 + 1e-4
+
+
+def test_bad_scene_exit_code_and_message(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[camera]\nresolution = [8, 8]\n[[bodies]]\nname = "x"\nshap = "box"\n')
+    assert main(["check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("diffcam: error:") and str(bad) in err and "Traceback" not in err
+    assert main(["render", str(tmp_path / "missing.toml"), "--quiet"]) == 2
+    assert "no such scene file" in capsys.readouterr().err
+    args = ["render", str(SCENES_DIR / "pendulum.toml"), "--out", str(tmp_path / "x.avi")]
+    assert main(args) == 2
+    assert main(["render", str(SCENES_DIR / "pendulum.toml"), "--seconds", "-1"]) == 2
+
+
+def test_console_script_no_traceback(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[world]\ngravity = 3\n")
+    env = dict(os.environ)
+    proc = subprocess.run(
+        [sys.executable, "-m", "diffcam.cli", "check", str(bad)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "diffcam: error:" in proc.stderr
