@@ -142,7 +142,8 @@ def colorize_depth(
         hi = float(far) if far is not None else float(torch.quantile(v.float(), 0.99))
         if hi <= lo:
             hi = lo + 1e-6
-        x = 1.0 - (d[k] - lo) / (hi - lo)  # near -> 1 (red), far -> 0 (blue)
+        # near -> 1 (red), far -> 0.1 (blue; turbo's darkest end is kept for "no hit")
+        x = 1.0 - 0.9 * ((d[k] - lo) / (hi - lo)).clamp(0.0, 1.0)
         col = colorize(torch.where(valid[k], x, torch.zeros_like(x)), cmap)
         out[k] = torch.where(valid[k].unsqueeze(-1), col, bg)
     return _channels_first(out)

@@ -16,6 +16,11 @@ Override key paths: ``world.<key>``, ``camera.<key>``, ``bodies.<name>.<key>``,
 tensor in place of the PNG). A tensor override has the key's shape, optionally with a leading
 batch axis of size ``batch_size`` (one value per batch element).
 
+Textures named in ``[textures]`` are looked up relative to the scene file, then in
+``$DIFFCAM_ASSETS``, then in ``<scene folder>/../assets/textures`` (a checkout's layout) and the
+bundled ``assets/textures``. An optional ``[light]`` table (``ambient``, ``direction``,
+``intensity``) turns on Lambert shading; without it bodies are drawn with their unlit colours.
+
 Every user mistake (unknown key, wrong type, bad value, missing file, unknown body name, bad
 override) raises `diffcam.errors.SceneError` naming the file, the key path and what would be
 accepted.
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -110,12 +116,16 @@ class _Num(_Field):
         allow_inf: bool = False,
         nonzero: bool = False,
         batchable: bool = True,
+        grad: bool = True,
+        max_abs: float = 1e4,
     ):
         self.shape = shape
         self.lo, self.hi, self.lo_open = lo, hi, lo_open
         self.allow_inf = allow_inf
         self.nonzero = nonzero
         self.batchable = batchable
+        self.grad = grad
+        self.max_abs = max_abs
         what = "a number" if shape == () else f"a list of {shape[0]} numbers"
         rng = []
         if lo is not None:
@@ -129,6 +139,15 @@ class _Num(_Field):
         self.accepted = what
 
     def parse(self, value, key, ctx):
+        if isinstance(value, torch.Tensor) and not self.grad:
+            if value.requires_grad or value.dim() != len(self.shape):
+                raise ctx.error(
+                    key,
+                    "this key is structural: it takes a plain number, not a tensor with a "
+                    "gradient or a batch axis",
+                    self.accepted,
+                )
+            value = value.tolist()
         if isinstance(value, torch.Tensor):
             shapes = [self.shape]
             if self.batchable:
@@ -161,6 +180,10 @@ class _Num(_Field):
                 value = [float(v) for v in value]
         if np.isnan(arr).any() or (not self.allow_inf and np.isinf(arr).any()):
             raise ctx.error(key, f"not a finite value: {_show(value)}", self.accepted)
+        if (np.abs(arr[np.isfinite(arr)]) > self.max_abs).any():
+            raise ctx.error(
+                key, f"too large: {_show(value)}", f"{self.accepted}, magnitude <= {self.max_abs:g}"
+            )
         if self.lo is not None:
             bad = arr <= self.lo if self.lo_open else arr < self.lo
             if bad.any():
@@ -286,12 +309,12 @@ class _TexturePath(_Field):
 
 _VEC3 = _Num((3,))
 _COLOR = _Num((3,), lo=0.0, hi=1.0)
-_POS = _Num((), lo=0.0, lo_open=True)
-_NONNEG = _Num((), lo=0.0)
+_POS = _Num((), lo=0.0, lo_open=True, max_abs=1e6)
+_NONNEG = _Num((), lo=0.0, max_abs=1e6)
 
 WORLD_FIELDS: dict[str, _Field] = {
     "gravity": _VEC3,
-    "timestep": _Num((), lo=0.0, lo_open=True, hi=1.0, batchable=False),
+    "timestep": _Num((), lo=0.0, lo_open=True, hi=1.0, batchable=False, grad=False),
     "solver_iterations": _Int(1, 10000),
 }
 
@@ -319,7 +342,7 @@ BODY_FIELDS: dict[str, _Field] = {
     "angular_velocity": _VEC3,
     "texture": _Str(),
     "color": _COLOR,
-    "uv_scale": _Num((2,), lo=0.0, lo_open=True, batchable=False),
+    "uv_scale": _Num((2,), lo=0.0, lo_open=True, batchable=False, grad=False),
     "friction": _NONNEG,
     "restitution": _Num((), lo=0.0, hi=1.0),
     "collide": _Bool(),
@@ -354,7 +377,7 @@ JOINT_FIELDS: dict[str, _Field] = {
 
 MOTOR_FIELDS: dict[str, _Field] = {
     "type": _Choice(_MOTOR_TYPES),
-    "max": _Num((), lo=0.0, lo_open=True, allow_inf=True),
+    "max": _Num((), lo=0.0, lo_open=True, allow_inf=True, max_abs=1e9),
     "gain": _POS,
     "max_torque": _POS,
     "max_velocity": _POS,
@@ -626,8 +649,10 @@ def override_paths(data: dict) -> list[str]:
                 for k, f in fields.items()
                 if f is not None and (f.numeric or k == "size")
             ]
-            if section == "joints" and isinstance(item.get("motor"), dict):
-                paths += [f"joints.{name}.motor.{k}" for k, f in MOTOR_FIELDS.items() if f.numeric]
+            motor = item.get("motor") if section == "joints" else None
+            if isinstance(motor, dict):
+                keys = ("max",) if motor.get("type") == "force" else MOTOR_FIELDS
+                paths += [f"joints.{name}.motor.{k}" for k in keys if MOTOR_FIELDS[k].numeric]
     return paths
 
 
@@ -697,13 +722,19 @@ def load_texture(path: str | Path, *, device=None, dtype=torch.float32) -> torch
 
 
 def _resolve_texture(name: str, rel: str, cfg: SceneConfig) -> Path:
-    candidates = [cfg.base_dir / rel, ASSETS_DIR / rel]
+    candidates = [cfg.base_dir / rel]
+    if os.environ.get("DIFFCAM_ASSETS"):
+        candidates.append(Path(os.environ["DIFFCAM_ASSETS"]) / rel)
+    # a checkout's layout (scenes/ next to assets/textures/), then the package's own checkout
+    candidates += [cfg.base_dir.parent / "assets" / "textures" / rel, ASSETS_DIR / rel]
     for c in candidates:
         if c.is_file():
             return c
     bundled = sorted(p.name for p in ASSETS_DIR.glob("*.png")) if ASSETS_DIR.is_dir() else []
     raise SceneError(
-        f"texture file {rel!r} not found (looked in {cfg.base_dir} and {ASSETS_DIR})"
+        f"texture file {rel!r} not found (looked in "
+        + ", ".join(str(c.parent) for c in candidates)
+        + ")"
         + did_you_mean(rel, bundled),
         file=cfg.file,
         key=f"textures.{name}",

@@ -215,3 +215,34 @@ def test_scene_paths_relative_to_cwd_and_absolute(monkeypatch):
     monkeypatch.chdir(Path(SCENES_DIR).parent)
     scene = diffcam.load_scene("scenes/pendulum.toml")
     assert scene.path == "scenes/pendulum.toml"
+
+
+def test_background_texture_and_light_override(scene_tools, tmp_path):
+    data = scene_tools.tiny()
+    data["camera"]["background"] = "wood"
+    path = scene_tools.write_scene(data, tmp_path)
+    ambient = torch.tensor(0.3, requires_grad=True)
+    scene = diffcam.load_scene(path, overrides={"light.ambient": ambient})
+    assert scene.background.shape[0] == 3 and scene.background.dim() == 3
+    img = scene.render(scene.initial_state())
+    img.mean().backward()
+    assert ambient.grad is not None and ambient.grad > 0
+
+
+def test_soft_edges_carry_pose_gradients(scene_tools, tmp_path):
+    path = scene_tools.write_scene(scene_tools.tiny(), tmp_path)
+    pos = torch.tensor([0.5, 0.0, 0.8], requires_grad=True)
+    scene = diffcam.load_scene(path, overrides={"bodies.ball.position": pos})
+    img = scene.render(scene.initial_state(), edge_softness=1.0)
+    (img * torch.linspace(0, 1, img.shape[-1])).sum().backward()
+    assert torch.isfinite(pos.grad).all() and pos.grad[0].abs() > 0
+
+
+def test_structural_keys_take_numbers_only(scene_tools, tmp_path):
+    path = scene_tools.write_scene(scene_tools.tiny(), tmp_path)
+    scene = diffcam.load_scene(path, overrides={"world.timestep": 0.005})
+    assert scene.timestep == 0.005
+    with pytest.raises(diffcam.SceneError, match="structural"):
+        diffcam.load_scene(
+            path, overrides={"world.timestep": torch.tensor(0.01, requires_grad=True)}
+        )
