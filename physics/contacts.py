@@ -11,7 +11,6 @@ touching or not; the solver decides which are active. Two kinds, each fully vect
 from __future__ import annotations
 
 import dataclasses
-from functools import cache
 
 import torch
 
@@ -41,19 +40,12 @@ class Contacts:
     restitution: Tensor
 
 
-@cache
-def _indices(world_id: int, plane, plane_body, seg_a, seg_b, device):
-    long = {"dtype": torch.long, "device": device}
-    return (
-        torch.tensor(plane, **long),
-        torch.tensor(plane_body, **long),
-        torch.tensor(seg_a, **long),
-        torch.tensor(seg_b, **long),
-    )
-
-
 def _rotate(rotation: Tensor, vector: Tensor) -> Tensor:
     return (rotation @ vector[..., None])[..., 0]
+
+
+def _take(tensor: Tensor, index: Tensor) -> Tensor:
+    return tensor.index_select(1, index)
 
 
 def _closest_segment_parameters(
@@ -96,42 +88,37 @@ def _closest_segment_parameters(
 
 
 def _combine(world: World, body_a: Tensor, body_b: Tensor, batch: int) -> tuple[Tensor, Tensor]:
-    friction_a = world.friction[:, body_a]
-    friction_b = world.friction[:, body_b]
+    friction_a = _take(world.friction, body_a)
+    friction_b = _take(world.friction, body_b)
     product = friction_a * friction_b
     # Geometric mean (Box2D / ODE habit), with a finite gradient at zero friction.
     positive = product > 1e-12
     friction = torch.where(positive, torch.sqrt(torch.where(positive, product, 1.0)), 0.0)
-    restitution = torch.maximum(world.restitution[:, body_a], world.restitution[:, body_b])
+    restitution = torch.maximum(_take(world.restitution, body_a), _take(world.restitution, body_b))
     return friction, restitution
 
 
 def find_contacts(world: World, position: Tensor, rotation: Tensor) -> Contacts:
     """Evaluate every candidate contact at the given poses (B, N, 3), (B, N, 3, 3)."""
-    plane, plane_body, seg_a, seg_b = _indices(
-        id(world),
-        tuple(world.plane_contact_plane),
-        tuple(world.plane_contact_body),
-        tuple(world.segment_contact_a),
-        tuple(world.segment_contact_b),
-        position.device,
-    )
+    structure = world.structure
+    plane, plane_body = structure.plane_contact_plane, structure.plane_contact_body
+    seg_a, seg_b = structure.segment_contact_a, structure.segment_contact_b
     batch = position.shape[0]
     parts = []
     if plane.numel():
-        size = world.size[:, plane_body]  # (B, P, 3)
+        size = _take(world.size, plane_body)  # (B, P, 3)
         local = (world.plane_contact_point_map @ size[..., None])[..., 0]
         radius = (world.plane_contact_radius_map * size).sum(-1)
-        centre = position[:, plane_body] + _rotate(rotation[:, plane_body], local)
-        normal = rotation[:, plane, :, 2]
-        distance = (normal * (centre - position[:, plane])).sum(-1) - radius
+        centre = _take(position, plane_body) + _rotate(_take(rotation, plane_body), local)
+        normal = _take(rotation, plane)[..., :, 2]
+        distance = (normal * (centre - _take(position, plane))).sum(-1) - radius
         point = centre - radius[..., None] * normal
         parts.append((plane, plane_body, normal, point, distance))
     if seg_a.numel():
-        size_a, size_b = world.size[:, seg_a], world.size[:, seg_b]
-        half_a = _rotate(rotation[:, seg_a], (world.segment_map_a @ size_a[..., None])[..., 0])
-        half_b = _rotate(rotation[:, seg_b], (world.segment_map_b @ size_b[..., None])[..., 0])
-        start_a, start_b = position[:, seg_a] - half_a, position[:, seg_b] - half_b
+        size_a, size_b = _take(world.size, seg_a), _take(world.size, seg_b)
+        half_a = _rotate(_take(rotation, seg_a), (world.segment_map_a @ size_a[..., None])[..., 0])
+        half_b = _rotate(_take(rotation, seg_b), (world.segment_map_b @ size_b[..., None])[..., 0])
+        start_a, start_b = _take(position, seg_a) - half_a, _take(position, seg_b) - half_b
         s, t = _closest_segment_parameters(start_a, 2 * half_a, start_b, 2 * half_b)
         closest_a = start_a + s[..., None] * 2 * half_a
         closest_b = start_b + t[..., None] * 2 * half_b

@@ -57,8 +57,8 @@ class Mobility:
 
     def apply(self, jac: Tensor, body: Tensor) -> Tensor:
         """M^-1 J^T per row: (B, r, 6) rows of bodies ``body`` (r,) -> (B, r, 6)."""
-        inv_mass = self.inv_mass[:, body]
-        inv_inertia = self.inv_inertia[:, body]
+        inv_mass = self.inv_mass.index_select(1, body)
+        inv_inertia = self.inv_inertia.index_select(1, body)
         linear = inv_mass[..., None] * jac[..., :3]
         angular = (inv_inertia @ jac[..., 3:, None])[..., 0]
         return torch.cat([linear, angular], -1)
@@ -70,8 +70,8 @@ class Mobility:
 
 def row_velocity(rows: Rows, velocity: Tensor) -> Tensor:
     """J u for each row: velocity (B, N + 1, 6) -> (B, r)."""
-    return (rows.jac_a * velocity[:, rows.body_a]).sum(-1) + (
-        rows.jac_b * velocity[:, rows.body_b]
+    return (rows.jac_a * velocity.index_select(1, rows.body_a)).sum(-1) + (
+        rows.jac_b * velocity.index_select(1, rows.body_b)
     ).sum(-1)
 
 

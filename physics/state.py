@@ -41,7 +41,9 @@ class State:
     @staticmethod
     def stack(states: list[State], dim: int = 0) -> State:
         """Stack states along a new axis (time, usually)."""
-        return State(*(torch.stack(parts, dim) for parts in zip(*(s.tensors() for s in states), strict=True)))
+        return State(
+            *(torch.stack(parts, dim) for parts in zip(*(s.tensors() for s in states), strict=True))
+        )
 
     def to(self, *args, **kwargs) -> State:
         return State(*(t.to(*args, **kwargs) for t in self.tensors()))

@@ -40,7 +40,6 @@ from .world import World
 Tensor = torch.Tensor
 
 _INF = float("inf")
-_SHAKE_ITERATIONS = 2
 
 
 def mobility(world: World, rotation: Tensor) -> tuple[Mobility, Tensor]:
@@ -51,14 +50,11 @@ def mobility(world: World, rotation: Tensor) -> tuple[Mobility, Tensor]:
         inertia: (B, N, 3, 3) world-frame inertia (kg m^2), zero for static bodies.
     """
     batch, count = world.mass.shape
-    moments = []
-    for index, shape in enumerate(world.shapes):
-        if world.is_static[index]:
-            moments.append(torch.zeros_like(world.size[:, index]))
-        else:
-            moments.append(shape_inertia(shape, world.mass[:, index], world.size[:, index]))
-    moments = torch.stack(moments, 1)  # (B, N, 3)
-    dynamic = torch.tensor([not s for s in world.is_static], device=world.device)
+    moments = torch.zeros_like(world.size)  # (B, N, 3); static bodies keep zero
+    for shape, index in world.structure.shape_groups.items():
+        mass, size = world.mass.index_select(1, index), world.size.index_select(1, index)
+        moments = moments.index_copy(1, index, shape_inertia(shape, mass, size))
+    dynamic = world.structure.dynamic
     inv_mass = torch.where(dynamic, 1.0 / world.mass, 0.0)
     inv_moments = torch.where(dynamic[:, None], 1.0 / torch.where(moments > 0, moments, 1.0), 0.0)
     rotation_t = rotation.transpose(-1, -2)
@@ -100,8 +96,8 @@ class BoundedRows:
         active = self.active.to(self.target.dtype)
         count = active.new_zeros(active.shape[0], n_slots)
         count = count.index_add(1, self.rows.body_a, active).index_add(1, self.rows.body_b, active)
-        count_a = count[:, self.rows.body_a].clamp_min(1.0)
-        count_b = count[:, self.rows.body_b].clamp_min(1.0)
+        count_a = count.index_select(1, self.rows.body_a).clamp_min(1.0)
+        count_b = count.index_select(1, self.rows.body_b).clamp_min(1.0)
         diagonal = count_a * (self.rows.jac_a * self.weighted[0]).sum(-1) + count_b * (
             self.rows.jac_b * self.weighted[1]
         ).sum(-1)
@@ -113,7 +109,7 @@ def _sweep(group: BoundedRows, velocity: Tensor, impulse: Tensor, target: Tensor
     """One projected Jacobi sweep over a group: returns new velocity and accumulated impulse."""
     delta = group.split_mass * (target - row_velocity(group.rows, velocity))
     if group.friction is not None:
-        bound = group.friction * normal_impulse[:, group.normal_of]
+        bound = group.friction * normal_impulse.index_select(1, group.normal_of)
         updated = torch.minimum(torch.maximum(impulse + delta, -bound), bound)
     else:
         updated = torch.minimum(torch.maximum(impulse + delta, group.lower), group.upper)
@@ -177,6 +173,7 @@ def _joint_drive(world: World, frames, action: Tensor | None, mob: Mobility, vel
     q_dot = row_velocity(rows, velocity)
     generalised = -world.joint_damping * q_dot  # (B, J) N or N m
     groups = []
+    structure = world.structure
     if world.actuator_names:
         if action is None:
             action = q.new_zeros(q.shape[0], len(world.actuator_names))
@@ -186,33 +183,26 @@ def _joint_drive(world: World, frames, action: Tensor | None, mob: Mobility, vel
                 f"{world.actuator_names}, got {tuple(action.shape)}"
             )
         action = action.to(q.dtype)
-        force = [i for i, t in enumerate(world.actuator_type) if t == "force"]
-        servo = [i for i, t in enumerate(world.actuator_type) if t == "servo"]
-        if force:
-            index = torch.tensor([world.actuator_joint[i] for i in force], device=q.device)
-            limit = world.motor_max[:, force]
-            clipped = torch.minimum(torch.maximum(action[:, force], -limit), limit)
-            generalised = generalised.index_add(1, index, clipped)
-        if servo:
-            joint = torch.tensor([world.actuator_joint[i] for i in servo], device=q.device)
-            position_mode = torch.tensor(
-                [world.actuator_target[i] == "position" for i in servo], device=q.device
-            )
-            speed = world.motor_max_velocity[:, servo]
+        if structure.force_actuators.numel():
+            index = structure.force_actuators
+            limit = world.motor_max.index_select(1, index)
+            force = action.index_select(1, index)
+            clipped = torch.minimum(torch.maximum(force, -limit), limit)
+            generalised = generalised.index_add(1, structure.force_joints, clipped)
+        if structure.servo_actuators.numel():
+            index, joint = structure.servo_actuators, structure.servo_joints
+            target = action.index_select(1, index)
+            speed = world.motor_max_velocity.index_select(1, index)
+            gain = world.motor_gain.index_select(1, index)
             wanted = torch.where(
-                position_mode,
-                world.motor_gain[:, servo] * (action[:, servo] - q[:, joint]),
-                action[:, servo],
+                structure.servo_position_mode, gain * (target - q.index_select(1, joint)), target
             )
             wanted = torch.minimum(torch.maximum(wanted, -speed), speed)
-            servo_rows = Rows(
-                rows.body_a[joint], rows.body_b[joint], rows.jac_a[:, joint], rows.jac_b[:, joint]
-            )
-            bound = world.motor_max_torque[:, servo] * dt
+            bound = world.motor_max_torque.index_select(1, index) * dt
             groups.append(
                 BoundedRows(
-                    servo_rows,
-                    (weighted[0][:, joint], weighted[1][:, joint]),
+                    _select_rows(rows, joint),
+                    (weighted[0].index_select(1, joint), weighted[1].index_select(1, joint)),
                     active=torch.ones_like(wanted, dtype=torch.bool),
                     target=wanted,
                     relax_target=wanted,
@@ -223,32 +213,39 @@ def _joint_drive(world: World, frames, action: Tensor | None, mob: Mobility, vel
     kick = apply_impulse(torch.zeros_like(velocity), rows, weighted, generalised * dt)
 
     limits = None
-    limited = [i for i, has in enumerate(world.joint_has_limits) if has]
-    if limited:
-        joint = torch.tensor(limited + limited, device=q.device)
-        sign = torch.tensor(
-            [1.0] * len(limited) + [-1.0] * len(limited), dtype=q.dtype, device=q.device
-        )
+    if structure.limited_joints.numel():
+        limited, joint, sign = structure.limited_joints, structure.limit_rows, structure.limit_sign
+        q_limited = q.index_select(1, limited)
         # Gap to each limit (>= 0 inside), as a one-sided row along +axis (lower) or -axis.
         gap = torch.cat(
             [
-                q[:, limited] - world.joint_lower[:, limited],
-                world.joint_upper[:, limited] - q[:, limited],
+                q_limited - world.joint_lower.index_select(1, limited),
+                world.joint_upper.index_select(1, limited) - q_limited,
             ],
             1,
         )
+        selected = _select_rows(rows, joint)
         limit_rows = Rows(
-            rows.body_a[joint],
-            rows.body_b[joint],
-            rows.jac_a[:, joint] * sign[:, None],
-            rows.jac_b[:, joint] * sign[:, None],
+            selected.body_a,
+            selected.body_b,
+            selected.jac_a * sign[:, None],
+            selected.jac_b * sign[:, None],
         )
         limit_weighted = (
-            weighted[0][:, joint] * sign[:, None],
-            weighted[1][:, joint] * sign[:, None],
+            weighted[0].index_select(1, joint) * sign[:, None],
+            weighted[1].index_select(1, joint) * sign[:, None],
         )
         limits = (limit_rows, limit_weighted, gap)
     return kick, groups, limits
+
+
+def _select_rows(rows: Rows, index: Tensor) -> Rows:
+    return Rows(
+        rows.body_a[index],
+        rows.body_b[index],
+        rows.jac_a.index_select(1, index),
+        rows.jac_b.index_select(1, index),
+    )
 
 
 def _one_sided(world: World, rows, weighted, gap, approach, restitution) -> BoundedRows:
@@ -277,8 +274,8 @@ def _contact_groups(world: World, contacts, mob: Mobility, position: Tensor, vel
     if contacts.body_a.numel() == 0:
         return []
     positions = torch.cat([position, position.new_zeros(position.shape[0], 1, 3)], 1)
-    lever_a = contacts.point - positions[:, contacts.body_a]
-    lever_b = contacts.point - positions[:, contacts.body_b]
+    lever_a = contacts.point - positions.index_select(1, contacts.body_a)
+    lever_b = contacts.point - positions.index_select(1, contacts.body_b)
     normal_rows = point_rows(contacts.body_a, contacts.body_b, contacts.normal, lever_a, lever_b)
     normal_weighted = mob.weighted(normal_rows)
     approach = row_velocity(normal_rows, velocity)
@@ -346,9 +343,7 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     """
     dt = world.timestep
     batch, count = state.position.shape[:2]
-    dynamic = torch.tensor([not s for s in world.is_static], device=state.position.device)[
-        None, :, None
-    ]
+    dynamic = world.structure.dynamic[None, :, None]
     mob, inertia = mobility(world, state.rotation)
 
     # 1. Explicit forces, as the velocity change they make over the whole step. Half of it is
@@ -401,7 +396,7 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     # force, without which a velocity-level projection bleeds energy at every step.
     position, rotation = _integrate(state.position, state.rotation, velocity[:, :count], dt)
     if equality is not None:
-        for _ in range(_SHAKE_ITERATIONS):
+        for _ in range(world.joint_position_iterations):
             frames = joint_geometry.joint_frames(world, position, rotation)
             _, error = joint_geometry.equality_rows(world, frames)
             velocity = equality.apply(velocity, -error / dt)
@@ -409,9 +404,11 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     rotation = renormalize_rotation(rotation)
     if equality is not None:
         # The stored velocity must be tangent to the joints at the *new* configuration (RATTLE).
-        end_mobility, _ = mobility(world, rotation)
+        # Quasi-Newton again: the new rows with the start-of-step effective mass (rebuilding and
+        # factorising it costs more and changed no measured figure).
         end_frames = joint_geometry.joint_frames(world, position, rotation)
-        equality = _equality_system(world, end_frames, end_mobility)
+        end_rows, _ = joint_geometry.equality_rows(world, end_frames)
+        equality = EqualitySystem(end_rows, mob.weighted(end_rows), equality.inverse)
 
     # 5. The second half of the explicit kick; then relax the bounded rows without their
     # penetration bias, with restitution, and keep the joint rows' velocities.

@@ -56,6 +56,89 @@ def _segment(shape: str) -> tuple[list[list[float]], list[float]] | None:
 
 
 @dataclasses.dataclass
+class Structure:
+    """Index tensors of a world's static structure, made once at build time on its device."""
+
+    dynamic: Tensor  # (N,) bool
+    shape_groups: dict[str, Tensor]  # shape -> (n,) long indices of dynamic bodies of that shape
+    joint_parent: Tensor  # (J,) long, N for the world
+    joint_child: Tensor  # (J,) long
+    joint_slider: Tensor  # (J,) bool
+    joint_hinge: Tensor  # (J,) bool
+    row_joint: Tensor  # (m,) long: the joint of each equality row
+    row_slot: Tensor  # (m,) long: 0-2 point slots, 3-5 angular slots
+    force_actuators: Tensor  # (F,) long indices into the actions
+    force_joints: Tensor  # (F,) long
+    servo_actuators: Tensor  # (S,) long
+    servo_joints: Tensor  # (S,) long
+    servo_position_mode: Tensor  # (S,) bool
+    limited_joints: Tensor  # (L,) long
+    limit_rows: Tensor  # (2L,) long: each limited joint twice (lower, upper)
+    limit_sign: Tensor  # (2L,) float: +1 lower, -1 upper
+    plane_contact_plane: Tensor  # (P,) long
+    plane_contact_body: Tensor  # (P,) long
+    segment_contact_a: Tensor  # (S,) long
+    segment_contact_b: Tensor  # (S,) long
+
+
+_SLOTS = {
+    "ball": (0, 1, 2),
+    "hinge": (0, 1, 2, 3, 4),
+    "slider": (0, 1, 3, 4, 5),
+    "fixed": (0, 1, 2, 3, 4, 5),
+}
+
+
+def _structure(world: World) -> Structure:
+    device = world.device
+    long = {"dtype": torch.long, "device": device}
+
+    def index(values) -> Tensor:
+        return torch.tensor(list(values), **long)
+
+    def mask(values) -> Tensor:
+        return torch.tensor(list(values), dtype=torch.bool, device=device)
+
+    row_joint, row_slot = [], []
+    for joint, kind in enumerate(world.joint_types):
+        for slot in _SLOTS[kind]:
+            row_joint.append(joint)
+            row_slot.append(slot)
+    force = [i for i, t in enumerate(world.actuator_type) if t == "force"]
+    servo = [i for i, t in enumerate(world.actuator_type) if t == "servo"]
+    limited = [i for i, has in enumerate(world.joint_has_limits) if has]
+    groups = {}
+    for shape in SHAPES:
+        members = [i for i, s in enumerate(world.shapes) if s == shape and not world.is_static[i]]
+        if members:
+            groups[shape] = index(members)
+    return Structure(
+        dynamic=mask(not s for s in world.is_static),
+        shape_groups=groups,
+        joint_parent=index(world.joint_parent),
+        joint_child=index(world.joint_child),
+        joint_slider=mask(t == "slider" for t in world.joint_types),
+        joint_hinge=mask(t == "hinge" for t in world.joint_types),
+        row_joint=index(row_joint),
+        row_slot=index(row_slot),
+        force_actuators=index(force),
+        force_joints=index(world.actuator_joint[i] for i in force),
+        servo_actuators=index(servo),
+        servo_joints=index(world.actuator_joint[i] for i in servo),
+        servo_position_mode=mask(world.actuator_target[i] == "position" for i in servo),
+        limited_joints=index(limited),
+        limit_rows=index(limited + limited),
+        limit_sign=torch.tensor(
+            [1.0] * len(limited) + [-1.0] * len(limited), dtype=world.dtype, device=device
+        ),
+        plane_contact_plane=index(world.plane_contact_plane),
+        plane_contact_body=index(world.plane_contact_body),
+        segment_contact_a=index(world.segment_contact_a),
+        segment_contact_b=index(world.segment_contact_b),
+    )
+
+
+@dataclasses.dataclass
 class World:
     """A batch of B worlds with the same structure and possibly different parameters.
 
@@ -64,7 +147,9 @@ class World:
         joint_names, joint_types, joint_parent, joint_child: per joint (J joints); a parent of
             index N is the world.
         actuator_names, actuator_joint, actuator_type: per motor (A actuators), in action order.
-        timestep (s), solver_iterations, relax_iterations, restitution_threshold (m/s).
+        timestep (s), solver_iterations, relax_iterations, restitution_threshold (m/s),
+        contact_slop (m), penetration_recovery (fraction per step), joint_position_iterations
+        (quasi-Newton corrections per step that put the joints back on their constraints).
 
     Parameters (tensors, batch first; any may carry a gradient):
         mass (B, N) kg (1 for static bodies, unused), size (B, N, 3) padded size (m),
@@ -95,6 +180,7 @@ class World:
     restitution_threshold: float
     contact_slop: float
     penetration_recovery: float
+    joint_position_iterations: int
 
     mass: Tensor
     size: Tensor
@@ -131,6 +217,11 @@ class World:
     segment_map_b: Tensor
     segment_radius_a: Tensor  # (S, 3)
     segment_radius_b: Tensor
+    structure: Structure | None = dataclasses.field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.structure is None:
+            self.structure = _structure(self)
 
     @property
     def n_bodies(self) -> int:
@@ -202,7 +293,9 @@ def _padded_size(body: Body, batch: int, dtype, device) -> Tensor:
     return torch.cat([size, padding], 1)
 
 
-def _check_positive(tensor: Tensor, what: str, allow_zero: bool = False, allow_inf: bool = False) -> None:
+def _check_positive(
+    tensor: Tensor, what: str, allow_zero: bool = False, allow_inf: bool = False
+) -> None:
     # One host sync at build time (never inside a step) to give a clear model error.
     bad = (tensor < 0) if allow_zero else (tensor <= 0)
     finite = ~torch.isnan(tensor) if allow_inf else torch.isfinite(tensor)
@@ -456,6 +549,7 @@ def build_world(
         restitution_threshold=0.2,
         contact_slop=0.005,
         penetration_recovery=0.2,
+        joint_position_iterations=1,
         mass=torch.stack(masses, 1),
         size=torch.stack(sizes, 1),
         friction=torch.stack(frictions, 1),
