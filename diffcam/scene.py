@@ -333,8 +333,8 @@ BODY_FIELDS: dict[str, _Field] = {
     "name": _Name(),
     "shape": _Choice(_SHAPES),
     "size": _Num(),  # replaced by the shape's own size field below
-    "mass": _POS,
-    "density": _POS,
+    "mass": _Num((), lo=1e-6, max_abs=1e6),
+    "density": _Num((), lo=1e-3, max_abs=1e6),
     "static": _Bool(),
     "position": _VEC3,
     "quat": _Num((4,), nonzero=True),
@@ -348,19 +348,20 @@ BODY_FIELDS: dict[str, _Field] = {
     "collide": _Bool(),
 }
 
+_MIN_SIZE = 1e-4  # m: smaller bodies have masses and inertias float32 cannot invert
 SIZE_FIELDS: dict[str, _Num] = {
-    "sphere": _Num((), lo=0.0, lo_open=True),
-    "box": _Num((3,), lo=0.0, lo_open=True),
-    "capsule": _Num((2,), lo=0.0, lo_open=True),
-    "cylinder": _Num((2,), lo=0.0, lo_open=True),
-    "plane": _Num((2,), lo=0.0, lo_open=True),
+    "sphere": _Num((), lo=_MIN_SIZE),
+    "box": _Num((3,), lo=_MIN_SIZE),
+    "capsule": _Num((2,), lo=_MIN_SIZE),
+    "cylinder": _Num((2,), lo=_MIN_SIZE),
+    "plane": _Num((2,), lo=_MIN_SIZE),
 }
 SIZE_ACCEPTED = {
-    "sphere": "sphere: its radius, a number > 0 (size = 0.1)",
-    "box": "box: full extents [x, y, z], each > 0",
-    "capsule": "capsule: [radius, length] along body z, each > 0",
-    "cylinder": "cylinder: [radius, length] along body z, each > 0",
-    "plane": "plane: drawn extent [x, y], each > 0",
+    "sphere": "sphere: its radius, a number >= 0.0001 (size = 0.1)",
+    "box": "box: full extents [x, y, z], each >= 0.0001",
+    "capsule": "capsule: [radius, length] along body z, each >= 0.0001",
+    "cylinder": "cylinder: [radius, length] along body z, each >= 0.0001",
+    "plane": "plane: drawn extent [x, y], each >= 0.0001",
 }
 
 JOINT_FIELDS: dict[str, _Field] = {
