@@ -396,19 +396,27 @@ TOP_LEVEL = ("world", "camera", "light", "textures", "bodies", "joints")
 
 def _check_table(raw: Any, key: str, fields: Mapping[str, Any], ctx: _Ctx, required=()) -> dict:
     """Check that ``raw`` is a table with only known keys and the required ones."""
+
+    def join(k):
+        return f"{key}.{k}" if key else str(k)
+
     if not isinstance(raw, dict):
-        raise ctx.error(key, f"expected a table, got {_show(raw)}", None)
+        raise ctx.error(key or None, f"expected a table, got {_show(raw)}", None)
     for k in raw:
         if k not in fields:
-            raise ctx.error(
-                f"{key}.{k}",
-                f"unknown key{did_you_mean(k, fields)}",
-                ", ".join(fields),
-            )
+            raise ctx.error(join(k), f"unknown key{did_you_mean(k, fields)}", ", ".join(fields))
     for k in required:
         if k not in raw:
-            raise ctx.error(f"{key}.{k}", "missing required key", _describe(fields.get(k)))
+            raise ctx.error(join(k), "missing required key", _describe(fields.get(k)))
     return raw
+
+
+def _item_key(section: str, i: int, raw: Any) -> str:
+    """``bodies.<name>`` when the item has a usable name, else ``bodies[i]``."""
+    name = raw.get("name") if isinstance(raw, dict) else None
+    if isinstance(name, str) and _NAME_RE.match(name) and name != "world":
+        return f"{section}.{name}"
+    return f"{section}[{i}]"
 
 
 def _describe(field: _Field | None) -> str | None:
@@ -493,11 +501,11 @@ def _validate(data: dict, ctx: _Ctx, base_dir: Path) -> SceneConfig:
         )
     bodies, names = [], []
     for i, rb in enumerate(raw_bodies):
-        key = f"bodies[{i}]"
+        key = _item_key("bodies", i, rb)
         _check_table(rb, key, BODY_FIELDS, ctx, required=("name", "shape", "size"))
         name = BODY_FIELDS["name"].parse(rb["name"], f"{key}.name", ctx)
         if name in names:
-            raise ctx.error(f"{key}.name", f"duplicate body name {name!r}", "unique names")
+            raise ctx.error(f"bodies[{i}].name", f"duplicate body name {name!r}", "unique names")
         names.append(name)
         key = f"bodies.{name}"
         b = {"name": name}
@@ -542,11 +550,11 @@ def _validate(data: dict, ctx: _Ctx, base_dir: Path) -> SceneConfig:
     joints, jnames = [], []
     static_names = {b["name"] for b in bodies if b.get("static", False)}
     for i, rj in enumerate(raw_joints):
-        key = f"joints[{i}]"
+        key = _item_key("joints", i, rj)
         _check_table(rj, key, JOINT_FIELDS, ctx, required=("name", "type", "parent", "child"))
         name = JOINT_FIELDS["name"].parse(rj["name"], f"{key}.name", ctx)
         if name in jnames:
-            raise ctx.error(f"{key}.name", f"duplicate joint name {name!r}", "unique names")
+            raise ctx.error(f"joints[{i}].name", f"duplicate joint name {name!r}", "unique names")
         jnames.append(name)
         key = f"joints.{name}"
         j = {"name": name}
@@ -645,10 +653,12 @@ def override_paths(data: dict) -> list[str]:
             if not isinstance(item, dict) or not isinstance(item.get("name"), str):
                 continue
             name = item["name"]
+            skip = ("mass", "density", "velocity", "angular_velocity")
+            static = item.get("static") is True
             paths += [
                 f"{section}.{name}.{k}"
                 for k, f in fields.items()
-                if f is not None and (f.numeric or k == "size")
+                if f is not None and (f.numeric or k == "size") and not (static and k in skip)
             ]
             motor = item.get("motor") if section == "joints" else None
             if isinstance(motor, dict):

@@ -37,7 +37,7 @@ def test_unknown_key_did_you_mean(scene_tools, tmp_path):
     data = scene_tools.tiny()
     data["bodies"][2]["masss"] = data["bodies"][2].pop("mass")
     err = _error(scene_tools, tmp_path, data)
-    assert err.key == "bodies[2].masss"
+    assert err.key == "bodies.pole.masss"
     assert "did you mean 'mass'" in str(err)
     assert "density" in err.accepted  # lists the accepted keys
 
@@ -105,7 +105,7 @@ def test_missing_required_and_mass(scene_tools, tmp_path):
     data = scene_tools.tiny()
     del data["camera"]
     err = _error(scene_tools, tmp_path, data)
-    assert err.key == ".camera" or err.key.endswith("camera")
+    assert err.key == "camera"
 
 
 def test_duplicate_names_and_static_plane(scene_tools, tmp_path):
