@@ -940,6 +940,24 @@ class Scene:
             edge_softness=edge_softness, supersample=supersample, **kwargs,
         )  # fmt: skip
 
+    def render_trajectory(self, trajectory, every: int = 1, **kwargs) -> torch.Tensor:
+        """Render a rollout (a State with a time axis, (T, B, ...)) every ``every`` steps.
+
+        Returns (T', B, 3, H, W) with T' = ceil(T / every); keyword arguments as in `render`.
+        """
+        import physics
+
+        if trajectory.position.dim() != 4:
+            raise ValueError(
+                "render_trajectory expects a trajectory with position (T, B, N, 3), got "
+                f"{tuple(trajectory.position.shape)}"
+            )
+        frames = []
+        for t in range(0, trajectory.position.shape[0], every):
+            state = physics.State(*(x[t] for x in trajectory.tensors()))
+            frames.append(self.render(state, **kwargs))
+        return torch.stack(frames)
+
     def render_buffers(self, state, **kwargs):
         """Image, depth (B, 1, H, W) and object id (B, H, W; -1 = background, else body index)."""
         from .render import render_buffers

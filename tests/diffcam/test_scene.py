@@ -246,3 +246,13 @@ def test_structural_keys_take_numbers_only(scene_tools, tmp_path):
         diffcam.load_scene(
             path, overrides={"world.timestep": torch.tensor(0.01, requires_grad=True)}
         )
+
+
+def test_render_trajectory(scene_tools, tmp_path):
+    path = scene_tools.write_scene(scene_tools.tiny(), tmp_path)
+    scene = diffcam.load_scene(path, batch_size=2)
+    traj = scene.rollout(4)
+    frames = scene.render_trajectory(traj, every=2)
+    assert frames.shape == (3, 2, 3, 12, 24)
+    last = type(traj)(*(x[4] for x in traj.tensors()))
+    torch.testing.assert_close(frames[-1], scene.render(last))
