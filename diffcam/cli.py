@@ -145,21 +145,38 @@ def render_frames(
     for k, target in enumerate(frame_steps):
         while step < target:
             action = policy(state, step) if policy is not None else None
-            state = scene.step(state, action)
+            try:
+                state = scene.step(state, action)
+            except torch.linalg.LinAlgError as e:
+                bar.close()
+                raise SceneError(
+                    f"the physics solver failed at step {step + 1} (t = {(step + 1) * dt:.3f} s): "
+                    f"{e}",
+                    file=scene.path,
+                ) from None
             step += 1
             bar.update(1)
-        if not all(torch.isfinite(t).all() for t in (state.position, state.rotation)):
-            bar.close()
-            raise SceneError(
-                f"the simulation became non-finite at step {step} (t = {step * dt:.3f} s); "
-                "try a smaller timestep or more solver_iterations",
-                file=scene.path,
-            )
+            _check_finite(scene, state, step, bar)
         frames.append(_view_frame(scene, state, view, supersample, mipmap).cpu())
         bar.update(1)
         bar.set_postfix(frame=f"{k + 1}/{n_frames}")
     bar.close()
     return torch.stack(frames)
+
+
+def _check_finite(scene, state, step: int, bar) -> None:
+    """Stop with a clean message (naming the body) when the state is no longer finite."""
+    ok = torch.isfinite(state.linear_velocity).all(-1) & torch.isfinite(state.position).all(-1)
+    if bool(ok.all()):
+        return
+    bar.close()
+    bad = (~ok).nonzero()[0].tolist()  # (batch, body)
+    raise SceneError(
+        f"the simulation became non-finite at step {step} (t = {step * scene.timestep:.3f} s), "
+        f"body {scene.body_names[bad[1]]!r} of batch element {bad[0]}; try a smaller timestep, "
+        "more solver_iterations or gentler actions",
+        file=scene.path,
+    )
 
 
 # --------------------------------------------------------------------------- commands

@@ -76,3 +76,18 @@ def test_console_script_no_traceback(tmp_path):
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "diffcam: error:" in proc.stderr
+
+
+def test_non_finite_simulation_is_a_clean_error():
+    import torch
+
+    from diffcam.cli import render_frames
+    from diffcam.errors import SceneError
+
+    scene = load_scene(SCENES_DIR / "pendulum.toml")
+
+    def nan_policy(state, t):
+        return torch.full((1, 1), float("nan"))
+
+    with pytest.raises(SceneError, match="non-finite at step 1"):
+        render_frames(scene, 0.2, 10, policy=nan_policy, supersample=1, progress=False)
