@@ -9,7 +9,14 @@ trajectory = physics.rollout(world, state, steps, policy=..., checkpoint_every=k
 from .contacts import find_contacts
 from .joints import JointFrames, axis_rows, joint_frames, joint_positions
 from .math3d import quat_to_matrix
-from .rollout import SimulationError, assert_finite, decay_gradient, decay_state_gradient, rollout
+from .rollout import (
+    SimulationError,
+    assert_finite,
+    compiled_step,
+    decay_gradient,
+    decay_state_gradient,
+    rollout,
+)
 from .spec import Body, Joint, ModelError, Motor, WorldSpec
 from .state import State
 from .step import step
@@ -29,6 +36,7 @@ __all__ = [
     "WorldSpec",
     "assert_finite",
     "build_world",
+    "compiled_step",
     "decay_gradient",
     "decay_state_gradient",
     "find_contacts",
