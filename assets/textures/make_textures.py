@@ -12,6 +12,8 @@ Written textures:
     floor.png        grey stone tiles with grout, for floors
     checker.png      an 8x8 two-tone checkerboard
     beachball.png    six coloured segments around u, white poles: shows a ball's spin
+    stripes.png      yellow and black bands across v (a measuring rod / hazard tape)
+    plaster.png      a light plaster wall with faint panel seams, for calm backdrops
     test_pattern.png a 4x4 grid of coloured cells lettered A..P (A at the top left of the PNG)
                      with an arrow pointing up: shows orientation and mirroring at a glance
 """
@@ -158,6 +160,25 @@ def beachball(size: int = 128) -> np.ndarray:
     return img
 
 
+def stripes(size: int = 64, bands: int = 4) -> np.ndarray:
+    rng = np.random.default_rng(5)
+    y, x = np.mgrid[0:size, 0:size] / size
+    t = (np.floor(y * 2 * bands) % 2).astype(float)
+    img = _mix([0.98, 0.80, 0.10], [0.08, 0.08, 0.09], t)
+    grain = _periodic_noise(rng, size, octaves=3, base=4)
+    return img * (0.92 + 0.12 * grain[..., None])
+
+
+def plaster(size: int = 128) -> np.ndarray:
+    rng = np.random.default_rng(6)
+    noise = _periodic_noise(rng, size, octaves=6, base=4)
+    img = np.array([0.86, 0.85, 0.80]) * (0.93 + 0.1 * noise[..., None])
+    seam = (np.arange(size) % (size // 2)) < 1
+    img[seam, :] *= 0.9
+    img[:, seam] *= 0.9
+    return img
+
+
 def test_pattern(size: int = 128) -> np.ndarray:
     n = 4
     cell = size // n
@@ -195,6 +216,8 @@ TEXTURES = {
     "floor.png": floor,
     "checker.png": checker,
     "beachball.png": beachball,
+    "stripes.png": stripes,
+    "plaster.png": plaster,
     "test_pattern.png": test_pattern,
 }
 
