@@ -3,11 +3,15 @@
 Prints one JSON line per case:
     {"bench", "B", "H", "W", "prims", "forward_ms", "fwd_bwd_ms", "mpix_per_s", "peak_mem_mb", ...}
 
-Cases:
-  diffcam_rect5   diffcam, 5 textured rectangles (256^2 textures), gradients to textures+poses
-  diffcam_mixed5  diffcam, plane + box + sphere + capsule + cylinder, all textured (256^2)
-  diffcam_soft5   diffcam_rect5 with edge_softness = 1 px
-  plain_rect5     benchmarks/plain_reference_render.py on the diffcam_rect5 scene
+Cases (gradients to textures and poses in every fwd_bwd):
+  diffcam_rect5           diffcam eager (default backend), 5 textured rectangles, 256^2 textures
+  diffcam_rect5_compile   the same with backend="compile" (torch.compile of the dense path,
+                          hand-written backward for planar scenes); compile time excluded
+  diffcam_mixed5          diffcam eager, plane + box + sphere + capsule + cylinder, textured
+  diffcam_mixed5_compile  the same with backend="compile"
+  diffcam_soft5           diffcam_rect5 with edge_softness = 1 px (eager)
+  plain_rect5             benchmarks/plain_reference_render.py on the diffcam_rect5 scene
+                          (also reports its max abs pixel difference to diffcam's image)
 
 Times are medians over ``--repeats`` runs after ``--warmup`` runs; ``mpix_per_s`` counts output
 pixels (B * H * W) per second of forward+backward. Peak memory: each case runs in its own
@@ -36,7 +40,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 B, H, W, TEX = 64, 96, 288, 256
-CASES = ["diffcam_rect5", "diffcam_mixed5", "diffcam_soft5", "plain_rect5"]
+CASES = [
+    "diffcam_rect5",
+    "diffcam_rect5_compile",
+    "diffcam_mixed5",
+    "diffcam_mixed5_compile",
+    "diffcam_soft5",
+    "plain_rect5",
+]
 
 
 def _rot_z(a):
@@ -66,7 +77,10 @@ def scene(kind: str):
     upright = _rot_x(math.pi / 2)  # body +z -> world -y (faces the camera), body +y -> world +z
     if kind == "rect":
         sizes = [[6.0, 4.0], [6.0, 3.0], [0.4, 0.3], [0.1, 0.8], [0.3, 0.3]]
-        prims = [diffcam.Primitive("rectangle", s, texture=t) for s, t in zip(sizes, textures)]
+        prims = [
+            diffcam.Primitive("rectangle", s, texture=t)
+            for s, t in zip(sizes, textures, strict=True)
+        ]
         base_R = [torch.eye(3), upright, upright, upright, upright]
         base_p = [[0, 0, 0.0], [0, 1.5, 1.0], [0, 0, 0.8], [0.1, -0.1, 1.2], [-0.5, -0.2, 0.7]]
     else:
@@ -93,10 +107,12 @@ def scene(kind: str):
 def run_case(case: str, repeats: int, warmup: int) -> dict:
     import diffcam
 
-    kind = "mixed" if case == "diffcam_mixed5" else "rect"
+    kind = "mixed" if "mixed" in case else "rect"
+    backend = "compile" if case.endswith("_compile") else "eager"
     cam, prims, R, p, textures = scene(kind)
     bg = torch.tensor([0.9, 0.9, 0.9])
     soft = 1.0 if case == "diffcam_soft5" else 0.0
+    extra = {}
     if case == "plain_rect5":
         from plain_reference_render import plain_render
 
@@ -106,10 +122,16 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
 
         def fwd():
             return plain_render(fx, fy, cx, cy, Rc, tc, H, W, R, p, half, textures, bg)
+
+        with torch.no_grad():
+            ref = diffcam.render(cam, prims, R, p, background=bg)
+            extra["max_abs_diff_vs_diffcam"] = float((fwd() - ref).abs().max())
     else:
 
         def fwd():
-            return diffcam.render(cam, prims, R, p, background=bg, edge_softness=soft)
+            return diffcam.render(
+                cam, prims, R, p, background=bg, edge_softness=soft, backend=backend
+            )
 
     def fwd_bwd():
         img = fwd()
@@ -117,6 +139,11 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
         for x in [R, p, *textures]:
             x.grad = None
 
+    t0 = time.perf_counter()
+    fwd_bwd()  # first call: torch.compile compiles here (reported, not timed below)
+    with torch.no_grad():
+        fwd()
+    extra["first_call_s"] = round(time.perf_counter() - t0, 1)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     tf, tb = [], []
     for i in range(warmup + repeats):
@@ -144,6 +171,7 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
         "peak_mem_mb": round((rss1 - rss0) / 1024, 1),
         "threads": torch.get_num_threads(),
         "vs_mitsuba_86ms": round(fb / 86.0, 3),
+        **extra,
     }
 
 

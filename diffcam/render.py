@@ -37,7 +37,7 @@ from .primitives import (
     surface_normal,
     surface_uv,
 )
-from .textures import build_atlas, composite, sample_texture
+from .textures import _bilinear_texels, build_atlas, composite, sample_texture
 
 __all__ = ["render", "render_buffers", "Lighting", "RenderBuffers"]
 
@@ -80,6 +80,7 @@ def render(
     lighting: Lighting | None = None,
     mipmap: bool = False,
     max_chunk_elements: int = 1 << 23,
+    backend: str = "eager",
 ) -> torch.Tensor:
     """Render images (B, 3, H, W). Same arguments as :func:`render_buffers`."""
     return render_buffers(
@@ -93,6 +94,7 @@ def render(
         lighting=lighting,
         mipmap=mipmap,
         max_chunk_elements=max_chunk_elements,
+        backend=backend,
     ).image
 
 
@@ -107,6 +109,7 @@ def render_buffers(
     lighting: Lighting | None = None,
     mipmap: bool = False,
     max_chunk_elements: int = 1 << 23,
+    backend: str = "eager",
 ) -> RenderBuffers:
     """Render images, depth and object ids.
 
@@ -126,12 +129,19 @@ def render_buffers(
         mipmap: trilinear mip-mapping with a per-pixel level from screen-space (u, v)
             differences (hard-edge path only), so that minified textures do not alias.
         max_chunk_elements: bound on B * K * rows * W per chunk of the per-primitive passes.
+        backend: "eager" (default; chunked, cache-friendly, no compilation), "dense" (one
+            branch-free pass over all pixels) or "compile" (the dense pass through
+            ``torch.compile``: fused loops, much faster after a one-off compilation of tens of
+            seconds per scene structure and image size). "dense"/"compile" apply to hard edges
+            without mip-mapping; other settings use the eager path.
 
     Returns:
         :class:`RenderBuffers` (image, depth, object_id).
     """
     if len(primitives) == 0:
         raise ValueError("render: need at least one primitive")
+    if backend not in ("eager", "dense", "compile"):
+        raise ValueError(f"render: backend must be 'eager', 'dense' or 'compile', got {backend!r}")
     s = int(supersample)
     cam = camera.scaled(s) if s > 1 else camera
     img, depth, oid = _render(
@@ -144,6 +154,7 @@ def render_buffers(
         lighting,
         mipmap,
         max_chunk_elements,
+        backend,
     )
     if s > 1:
         img = F.avg_pool2d(img, s)
@@ -168,7 +179,9 @@ def _background(background, B, H, W, dtype, device) -> torch.Tensor:
     return sample_texture(background, uu, vv, wrap="clamp").reshape(1, H * W, 3)
 
 
-def _render(cam, prims, rotation, position, background, sigma, lighting, mipmap, max_chunk):
+def _render(
+    cam, prims, rotation, position, background, sigma, lighting, mipmap, max_chunk, backend
+):
     dtype, device = position.dtype, position.device
     K = len(prims)
     if rotation.dim() != 4 or rotation.shape[-3] != K or position.shape[-2] != K:
@@ -205,7 +218,7 @@ def _render(cam, prims, rotation, position, background, sigma, lighting, mipmap,
         [p.appearance(dtype, device) for p in prims],
         [p.wrap == "repeat" for p in prims],
         mipmap,
-        quad=sigma <= 0,
+        quad=sigma <= 0 and (backend == "eager" or mipmap),
     )
     bg = _background(background, B, H, W, dtype, device)
 
@@ -264,6 +277,46 @@ def _render(cam, prims, rotation, position, background, sigma, lighting, mipmap,
         )
         return img, depth.view(B, 1, H, W), oid
 
+    if backend != "eager" and not mipmap:
+        tabs = _tables(A, o, h, fx, fy, cx, cy, codes, uv_scale, light, B, K, H, W)
+        lit = light is not None
+        if all(c in (PLANE, RECT) for c in codes):
+            plan_tab, _, Wf, NXf, NYf = tabs[:5]
+            img, depth, oid = _PlanarRender.apply(
+                plan_tab,
+                atlas.texels,
+                bg,
+                Wf,
+                NXf,
+                NYf,
+                atlas.offset[:, 0],
+                atlas.width[:, 0],
+                atlas.height[:, 0],
+                atlas.repeat,
+                tuple(codes),
+                H,
+                W,
+                lit,
+                backend == "compile",
+                max(1, max_chunk // (4 * K)),
+            )
+            return img, depth, oid
+        img, depth, oid = _dense_fn(backend == "compile")(
+            *tabs,
+            atlas.texels,
+            atlas.offset[:, 0],
+            atlas.width[:, 0],
+            atlas.height[:, 0],
+            atlas.repeat,
+            bg,
+            tuple(codes),
+            H,
+            W,
+            lit,
+            float(light[0]) if lit else 0.0,
+            float(light[1]) if lit else 0.0,
+        )
+        return img, depth, oid
     oid, depth, samples = _hard(
         A, o, h, fx, fy, cx, cy, codes, uv_scale, light, B, K, H, W, max_chunk
     )
@@ -328,6 +381,52 @@ def _planar_forms(A, o, h, fx, fy, cx, cy, uv_scale, codes):
     return D, Nx, Ny, U, V, u0, v0
 
 
+def _tables(A, o, h, fx, fy, cx, cy, codes, uv_scale, light, B, K, H, W):
+    """Per-(b, k) tables shared by the chunked and the dense hard paths.
+
+    Returns plan_tab (B, K, 12|13) differentiable planar forms [U(3), V(3), D(3), -o_z, u0,
+    v0, (shade)]; gen_tab (B, K, 21|24) differentiable generic parameters [A(9), o(3), h(3),
+    su, sv, fx, fy, cx, cy, (light(3))]; no-grad planar test forms Wf, NXf, NYf (B, K, 3);
+    detached A, o, h; no-grad camera-frame direction components dxd (B, W), dyd (B, H).
+    """
+    dtype, device = o.dtype, o.device
+    planar = [k for k, c in enumerate(codes) if c in (PLANE, RECT)]
+    generic = [k for k, c in enumerate(codes) if c not in (PLANE, RECT)]
+    D, Nx, Ny, U, V, u0, v0 = _planar_forms(A, o, h, fx, fy, cx, cy, uv_scale, codes)
+    oz = o[..., 2:3]
+    # differentiable per-(b, k) tables
+    plan_tab = None
+    if planar:
+        cols = [U, V, D, -oz, u0, v0]
+        if light is not None:
+            amb, inten, l_local = light
+            # planar normal is body +z, flipped towards the camera (two-sided)
+            facing = torch.where(oz >= 0, l_local[..., 2:3], -l_local[..., 2:3])
+            cols.append(amb + inten * facing.clamp(min=0))
+        plan_tab = torch.cat(cols, -1)
+    gen_tab = None
+    if generic:
+        f4 = torch.stack([fx, fy, cx, cy], -1).unsqueeze(1).expand(B, K, 4)
+        cols = [A.reshape(B, K, 9), o, h, uv_scale.unsqueeze(0).expand(B, K, 2), f4]
+        if light is not None:
+            cols.append(light[2])
+        gen_tab = torch.cat(cols, -1)
+
+    with torch.no_grad():
+        w_scale = 1.0 / torch.where(oz.abs() > 0, oz.abs(), torch.ones_like(oz))
+        Wf = torch.where(oz.abs() > 0, -D * torch.sign(oz) * w_scale, torch.zeros_like(D) - 1)
+        hx = h[..., 0:1].clamp(min=1e-30)
+        hy = h[..., 1:2].clamp(min=1e-30)
+        NXf = Nx * w_scale / hx
+        NYf = Ny * w_scale / hy
+        Ad, od, hd = A.detach(), o.detach(), h.detach()
+        dxd = (torch.arange(W, dtype=dtype, device=device) + 0.5) - cx.detach().unsqueeze(1)
+        dxd = dxd / fx.detach().unsqueeze(1)
+        dyd = (torch.arange(H, dtype=dtype, device=device) + 0.5) - cy.detach().unsqueeze(1)
+        dyd = dyd / fy.detach().unsqueeze(1)
+    return plan_tab, gen_tab, Wf, NXf, NYf, Ad, od, hd, dxd, dyd
+
+
 def _hard(
     A,
     o,
@@ -362,38 +461,13 @@ def _hard(
             groups.setdefault(c, []).append(k)
     code_tab = torch.tensor(codes, dtype=torch.long, device=device)
 
-    D, Nx, Ny, U, V, u0, v0 = _planar_forms(A, o, h, fx, fy, cx, cy, uv_scale, codes)
-    oz = o[..., 2:3]
-    # differentiable per-(b, k) tables, transposed so that index_select gives contiguous rows
-    plan_tab = None
-    if planar:
-        cols = [U, V, D, -oz, u0, v0]
-        if light is not None:
-            amb, inten, l_local = light
-            # planar normal is body +z, flipped towards the camera (two-sided)
-            facing = torch.where(oz >= 0, l_local[..., 2:3], -l_local[..., 2:3])
-            cols.append(amb + inten * facing.clamp(min=0))
-        plan_tab = torch.cat(cols, -1).reshape(B * K, -1).t()
-    gen_tab = None
-    if groups:
-        f4 = torch.stack([fx, fy, cx, cy], -1).unsqueeze(1).expand(B, K, 4)
-        cols = [A.reshape(B, K, 9), o, h, uv_scale.unsqueeze(0).expand(B, K, 2), f4]
-        if light is not None:
-            cols.append(light[2])
-        gen_tab = torch.cat(cols, -1).reshape(B * K, -1).t()
-
-    with torch.no_grad():
-        w_scale = 1.0 / torch.where(oz.abs() > 0, oz.abs(), torch.ones_like(oz))
-        Wf = torch.where(oz.abs() > 0, -D * torch.sign(oz) * w_scale, torch.zeros_like(D) - 1)
-        hx = h[..., 0:1].clamp(min=1e-30)
-        hy = h[..., 1:2].clamp(min=1e-30)
-        NXf = Nx * w_scale / hx
-        NYf = Ny * w_scale / hy
-        Ad, od, hd = A.detach(), o.detach(), h.detach()
-        dxd = (torch.arange(W, dtype=dtype, device=device) + 0.5) - cx.detach().unsqueeze(1)
-        dxd = dxd / fx.detach().unsqueeze(1)
-        dyd = (torch.arange(H, dtype=dtype, device=device) + 0.5) - cy.detach().unsqueeze(1)
-        dyd = dyd / fy.detach().unsqueeze(1)
+    plan_tab, gen_tab, Wf, NXf, NYf, Ad, od, hd, dxd, dyd = _tables(
+        A, o, h, fx, fy, cx, cy, codes, uv_scale, light, B, K, H, W
+    )
+    if plan_tab is not None:
+        plan_tab = plan_tab.reshape(B * K, -1).t()  # index_select(1, .) gives contiguous rows
+    if gen_tab is not None:
+        gen_tab = gen_tab.reshape(B * K, -1).t()
     xs = torch.arange(W, dtype=dtype, device=device) + 0.5
     ys = torch.arange(H, dtype=dtype, device=device) + 0.5
 
@@ -660,3 +734,422 @@ def _soft(
             outs.append(chunk(*args))
     atlas.texels = texels
     return torch.cat(outs, 1).reshape(B * H * W, 3)
+
+
+# ---------------------------------------------------------------------------- dense path
+def _hard_dense(
+    plan_tab,
+    gen_tab,
+    Wf,
+    NXf,
+    NYf,
+    Ad,
+    od,
+    hd,
+    dxd,
+    dyd,
+    texels,
+    t_off,
+    t_w,
+    t_h,
+    t_rep,
+    bg,
+    codes: tuple,
+    H: int,
+    W: int,
+    lit: bool,
+    amb: float,
+    inten: float,
+):
+    """The hard-edge render as one dense, branch-free function over (B, H*W) pixels.
+
+    Same results as the chunked eager path; written without data-dependent shapes (no
+    ``nonzero``, no Python loops over data) so that ``torch.compile`` can fuse it into a few
+    loops over pixels, forward and backward. Used when ``render(..., compile=True)``.
+
+    Tables: plan_tab (B, K, 13) planar forms, gen_tab (B, K, 24) generic parameters (either
+    may be None), Wf/NXf/NYf (B, K, 3) no-grad planar forms, Ad (B, K, 3, 3), od/hd (B, K, 3),
+    dxd (B, W), dyd (B, H); t_off/t_w/t_h/t_rep (K,) texture slot data; texels (N, 3);
+    bg (1|B, H*W, 3).
+    """
+    B, K = Wf.shape[:2]
+    dtype = Wf.dtype
+    x = torch.arange(W, dtype=dtype, device=Wf.device) + 0.5
+    y = torch.arange(H, dtype=dtype, device=Wf.device) + 0.5
+    with torch.no_grad():
+        best_w = torch.zeros(B, H, W, dtype=dtype, device=Wf.device)
+        best_k = torch.full((B, H, W), -1, dtype=torch.long, device=Wf.device)
+        xx = x.view(1, 1, W)
+        yy = y.view(1, H, 1)
+        dxx = dxd.view(B, 1, W)
+        dyy = dyd.view(B, H, 1)
+        for k, code in enumerate(codes):
+            if code in (PLANE, RECT):
+
+                def ev(F, k=k):
+                    f = F[:, k].view(B, 3, 1, 1)
+                    return f[:, 0] * xx + f[:, 1] * yy + f[:, 2]
+
+                w = ev(Wf)
+                hit = torch.maximum(ev(NXf).abs(), ev(NYf).abs()) < w if code == RECT else w > 0
+            else:
+                a = Ad[:, k].view(B, 3, 3, 1, 1)
+                d = torch.stack(
+                    [a[:, i, 0] * dxx + a[:, i, 1] * dyy + a[:, i, 2] for i in range(3)], -1
+                )
+                t, hit = intersect(code, od[:, k].view(B, 1, 1, 3), d, hd[:, k].view(B, 1, 1, 3))
+                w = torch.where(hit, 1.0 / t, torch.zeros_like(t))
+            better = hit & (w > best_w)
+            best_w = torch.where(better, w, best_w)
+            best_k = torch.where(better, k, best_k)
+    P = H * W
+    kq = best_k.view(B, P)
+    kc = kq.clamp(min=0)
+    fg = (kq >= 0).unsqueeze(-1)
+    xp = x.view(1, 1, W).expand(B, H, W).reshape(B, P)
+    yp = y.view(1, H, 1).expand(B, H, W).reshape(B, P)
+    u = v = depth = shade = None
+
+    def merge(old, new, sel):
+        return new if old is None else torch.where(sel, new, old)
+
+    # Per-primitive evaluation selected with where (no gather from the (B, K) tables): the
+    # backward then reduces over pixels instead of scattering into a few hundred table
+    # entries, which compiled CPU code would do with contended atomics.
+    for k, code in enumerate(codes):
+        sel = kq == k
+        if code in (PLANE, RECT):
+            g = plan_tab[:, k].unsqueeze(-1).unbind(1)  # each (B, 1)
+            Dg = g[6] * xp + g[7] * yp + g[8]
+            inv = 1.0 / torch.where(Dg.abs() > 1e-30, Dg, torch.ones_like(Dg))
+            u = merge(u, (g[0] * xp + g[1] * yp + g[2]) * inv + g[10], sel)
+            v = merge(v, (g[3] * xp + g[4] * yp + g[5]) * inv + g[11], sel)
+            depth = merge(depth, g[9] * inv, sel)
+            if lit:
+                shade = merge(shade, g[12].expand(B, P), sel)
+        else:
+            g = gen_tab[:, k].unsqueeze(-1).unbind(1)
+            dcx = (xp - g[19]) / g[17]
+            dcy = (yp - g[20]) / g[18]
+            d = torch.stack(
+                [g[3 * i] * dcx + g[3 * i + 1] * dcy + g[3 * i + 2] for i in range(3)], -1
+            )
+            ow = torch.stack(g[9:12], -1)
+            hw = torch.stack(g[12:15], -1)
+            t, _ = intersect(code, ow, d, hw)
+            pt = ow + t.unsqueeze(-1) * d
+            uc, vc = surface_uv(code, pt, hw)
+            u = merge(u, uc * g[15], sel)
+            v = merge(v, vc * g[16], sel)
+            depth = merge(depth, t, sel)
+            if lit:
+                n = surface_normal(code, pt, hw)
+                n = n / torch.linalg.vector_norm(n, dim=-1, keepdim=True).clamp(min=1e-12)
+                n = torch.where((n * d).sum(-1, keepdim=True) > 0, -n, n)
+                lam = (n * torch.stack(g[21:24], -1)).sum(-1).clamp(min=0)
+                shade = merge(shade, amb + inten * lam, sel)
+    # texture: four gathers from the flat (N, 3) texels + bilinear (in fused code the loads
+    # are cheap, and the backward scatters into N texels rather than a 4x larger quad table)
+    uf, vf = u.reshape(-1), v.reshape(-1)
+    kf = kc.reshape(-1)
+    col = _bilinear_texels(texels, t_off[kf], t_w[kf], t_h[kf], t_rep[kf], uf, vf).view(B, P, 3)
+    if lit:
+        col = col * shade.unsqueeze(-1)
+    img = torch.where(fg, col, bg)
+    depth = torch.where(fg[..., 0], depth, torch.zeros_like(depth))
+    return img.view(B, H, W, 3).permute(0, 3, 1, 2), depth.view(B, 1, H, W), best_k
+
+
+_COMPILED = {}
+
+
+def _dense_fn(compiled: bool):
+    if not compiled:
+        return _hard_dense
+    if "fn" not in _COMPILED:
+        _COMPILED["fn"] = torch.compile(_hard_dense, dynamic=False)
+    return _COMPILED["fn"]
+
+
+# ---------------------------------------------------------------------------- planar fast path
+def _planar_eval(
+    plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, best_k=None
+):
+    """Shared by the planar forward and backward: nearest hit and everything per pixel.
+
+    Returns a dict of per-pixel (B, P) tensors; plain tensor code without autograd, fused by
+    ``torch.compile`` when the compiled backend is used.
+    """
+    B, K = Wf.shape[:2]
+    dtype = Wf.dtype
+    x = torch.arange(W, dtype=dtype, device=Wf.device) + 0.5
+    y = torch.arange(H, dtype=dtype, device=Wf.device) + 0.5
+    P = H * W
+    xp = x.view(1, 1, W).expand(B, H, W).reshape(B, P)
+    yp = y.view(1, H, 1).expand(B, H, W).reshape(B, P)
+    if best_k is None:
+        best_w = torch.zeros(B, P, dtype=dtype, device=Wf.device)
+        best_k = torch.full((B, P), -1, dtype=torch.long, device=Wf.device)
+        for k, code in enumerate(codes):
+
+            def ev(F, k=k):
+                f = F[:, k].unsqueeze(-1)
+                return f[:, 0] * xp + f[:, 1] * yp + f[:, 2]
+
+            w = ev(Wf)
+            hit = torch.maximum(ev(NXf).abs(), ev(NYf).abs()) < w if code == RECT else w > 0
+            better = hit & (w > best_w)
+            best_w = torch.where(better, w, best_w)
+            best_k = torch.where(better, k, best_k)
+    else:
+        best_k = best_k.reshape(B, P).long()
+    kc = best_k.clamp(min=0)
+    g = plan_tab.gather(1, kc.unsqueeze(-1).expand(B, P, plan_tab.shape[-1])).unbind(-1)
+    U = g[0] * xp + g[1] * yp + g[2]
+    V = g[3] * xp + g[4] * yp + g[5]
+    D = g[6] * xp + g[7] * yp + g[8]
+    inv = 1.0 / torch.where(D.abs() > 1e-30, D, torch.ones_like(D))
+    u = U * inv + g[10]
+    v = V * inv + g[11]
+    # bilinear texel coordinates (as _bilinear_texels)
+    off, wi, hi, rep = t_off[kc], t_w[kc], t_h[kc], t_rep[kc]
+    wf, hf = wi.to(dtype), hi.to(dtype)
+    xr = u * wf - 0.5
+    yr = (1.0 - v) * hf - 0.5
+    xq = torch.where(rep, xr, torch.minimum(xr.clamp(min=0), wf - 1))
+    yq = torch.where(rep, yr, torch.minimum(yr.clamp(min=0), hf - 1))
+    x0f = torch.floor(xq)
+    y0f = torch.floor(yq)
+    ax = xq - x0f
+    ay = yq - y0f
+    x0w = torch.where(rep, x0f - wf * torch.floor(x0f / wf), x0f)
+    y0w = torch.where(rep, y0f - hf * torch.floor(y0f / hf), y0f)
+    x1w = torch.where(rep, torch.where(x0w + 1 >= wf, 0.0, x0w + 1), torch.minimum(x0w + 1, wf - 1))
+    y1w = torch.where(rep, torch.where(y0w + 1 >= hf, 0.0, y0w + 1), torch.minimum(y0w + 1, hf - 1))
+    r0 = off + y0w.long() * wi
+    r1 = off + y1w.long() * wi
+    i00, i01 = r0 + x0w.long(), r0 + x1w.long()
+    i10, i11 = r1 + x0w.long(), r1 + x1w.long()
+    c00, c01, c10, c11 = texels[i00], texels[i01], texels[i10], texels[i11]  # (B, P, 3)
+    axe, aye = ax.unsqueeze(-1), ay.unsqueeze(-1)
+    top = c00 + (c01 - c00) * axe
+    bot = c10 + (c11 - c10) * axe
+    col = top + (bot - top) * aye
+    return dict(
+        best_k=best_k,
+        kc=kc,
+        g=g,
+        xp=xp,
+        yp=yp,
+        U=U,
+        V=V,
+        inv=inv,
+        col=col,
+        i=(i00, i01, i10, i11),
+        c=(c00, c01, c10, c11),
+        top=top,
+        bot=bot,
+        ax=axe,
+        ay=aye,
+        sx=wf * (rep | ((xr >= 0) & (xr <= wf - 1))),
+        sy=-hf * (rep | ((yr >= 0) & (yr <= hf - 1))),
+        shade=g[12] if lit else None,
+    )
+
+
+def _planar_forward(plan_tab, texels, bg, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit):
+    e = _planar_eval(plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit)
+    B = Wf.shape[0]
+    col = e["col"] if not lit else e["col"] * e["shade"].unsqueeze(-1)
+    fg = e["best_k"] >= 0
+    img = torch.where(fg.unsqueeze(-1), col, bg)
+    depth = torch.where(fg, e["g"][9] * e["inv"], torch.zeros_like(e["inv"]))
+    return (
+        img.view(B, H, W, 3).permute(0, 3, 1, 2).contiguous(),
+        depth.view(B, 1, H, W),
+        e["best_k"].view(B, H, W),
+    )
+
+
+def _planar_backward(
+    plan_tab,
+    texels,
+    bg_shared,
+    Wf,
+    NXf,
+    NYf,
+    t_off,
+    t_w,
+    t_h,
+    t_rep,
+    codes,
+    H,
+    W,
+    lit,
+    g_img,
+    g_depth,
+    best_k,
+):
+    """Hand-written backward: per-pixel gradients, then per-(b, k) sums (a masked reduction
+    over pixels, not a scatter) for the planar table and a scatter-add for the texels."""
+    e = _planar_eval(
+        plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, best_k
+    )
+    B, K = Wf.shape[:2]
+    P = H * W
+    fg = (e["best_k"] >= 0).unsqueeze(-1)
+    gi = g_img.reshape(B, 3, P).transpose(1, 2)  # (B, P, 3)
+    g_bg = torch.where(fg, torch.zeros_like(gi), gi)
+    if bg_shared:
+        g_bg = g_bg.sum(0, keepdim=True)  # bg broadcast over the batch
+    gc = torch.where(fg, gi, torch.zeros_like(gi))
+    feats_extra = []
+    if lit:
+        g_shade = (gc * e["col"]).sum(-1)
+        gc = gc * e["shade"].unsqueeze(-1)
+        feats_extra = [g_shade]
+    ax, ay = e["ax"], e["ay"]
+    c00, c01, c10, c11 = e["c"]
+    dax = (c01 - c00) * (1 - ay) + (c11 - c10) * ay
+    day = e["bot"] - e["top"]
+    gu = (gc * dax).sum(-1) * e["sx"]
+    gv = (gc * day).sum(-1) * e["sy"]
+    # texels: four weighted scatters
+    wts = ((1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay)
+    g_tex = torch.zeros_like(texels)
+    for i, w in zip(e["i"], wts, strict=True):  # separate scatters: nothing (7M, 3) materialised
+        g_tex = g_tex.index_put((i.reshape(-1),), (gc * w).reshape(-1, 3), accumulate=True)
+    # planar coefficients
+    g = e["g"]
+    inv = e["inv"]
+    gd = g_depth.reshape(B, P) * fg[..., 0]
+    gU = gu * inv
+    gV = gv * inv
+    g_inv = gu * e["U"] + gv * e["V"] + gd * g[9]
+    gD = -g_inv * inv * inv
+    xp, yp = e["xp"], e["yp"]
+    feats = [gU * xp, gU * yp, gU, gV * xp, gV * yp, gV, gD * xp, gD * yp, gD, gd * inv, gu, gv]
+    feats += feats_extra
+    # per-(b, k) sums as masked reductions over pixels (fused, no one-hot or feature buffers)
+    zero = torch.zeros_like(gu)
+    g_tab = torch.stack(
+        [
+            torch.stack([torch.where(e["best_k"] == k, f, zero).sum(1) for f in feats], -1)
+            for k in range(K)
+        ],
+        1,
+    )  # (B, K, 12|13)
+    return g_tab, g_tex, g_bg
+
+
+_PLANAR_FNS = {}
+
+
+def _planar_fns(compiled: bool):
+    if not compiled:
+        return _planar_forward, _planar_backward
+    if "f" not in _PLANAR_FNS:
+        _PLANAR_FNS["f"] = torch.compile(_planar_forward, dynamic=False)
+        _PLANAR_FNS["b"] = torch.compile(_planar_backward, dynamic=False)
+    return _PLANAR_FNS["f"], _PLANAR_FNS["b"]
+
+
+class _PlanarRender(torch.autograd.Function):
+    """Hard-edge render of planar primitives (rectangles, planes) with a hand-written,
+    recompute-based backward (nothing per pixel is stored between forward and backward).
+
+    Uncompiled, it runs over blocks of images (cache-sized, ``chunk`` pixels); compiled, the
+    fused loops run over the whole batch at once.
+    """
+
+    @staticmethod
+    def forward(
+        ctx,
+        plan_tab,
+        texels,
+        bg,
+        Wf,
+        NXf,
+        NYf,
+        t_off,
+        t_w,
+        t_h,
+        t_rep,
+        codes,
+        H,
+        W,
+        lit,
+        compiled,
+        chunk,
+    ):
+        fwd, _ = _planar_fns(compiled)
+        B = Wf.shape[0]
+        nb = B if compiled else max(1, min(B, chunk // (H * W)))
+        outs = []
+        for b0 in range(0, B, nb):
+            sl = slice(b0, min(B, b0 + nb))
+            bgs = bg if bg.shape[0] == 1 else bg[sl]
+            outs.append(
+                fwd(
+                    plan_tab[sl],
+                    texels,
+                    bgs,
+                    Wf[sl],
+                    NXf[sl],
+                    NYf[sl],
+                    t_off,
+                    t_w,
+                    t_h,
+                    t_rep,
+                    codes,
+                    H,
+                    W,
+                    lit,
+                )
+            )
+        img, depth, best_k = (torch.cat(x) if len(outs) > 1 else x[0] for x in zip(*outs, strict=True))
+        ctx.save_for_backward(plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, best_k)
+        ctx.args = (codes, H, W, lit, compiled, bg.shape[0] == 1, nb)
+        ctx.mark_non_differentiable(best_k)
+        return img, depth, best_k
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g_img, g_depth, _):
+        plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, best_k = ctx.saved_tensors
+        codes, H, W, lit, compiled, bg_shared, nb = ctx.args
+        _, bwd = _planar_fns(compiled)
+        B = Wf.shape[0]
+        if g_img is None:
+            g_img = torch.zeros(B, 3, H, W, dtype=Wf.dtype, device=Wf.device)
+        if g_depth is None:
+            g_depth = torch.zeros(B, 1, H, W, dtype=Wf.dtype, device=Wf.device)
+        g_img, g_depth = g_img.contiguous(), g_depth.contiguous()
+        g_tabs, g_bgs, g_tex = [], [], None
+        for b0 in range(0, B, nb):
+            sl = slice(b0, min(B, b0 + nb))
+            g_tab, gt, g_bg = bwd(
+                plan_tab[sl],
+                texels,
+                bg_shared,
+                Wf[sl],
+                NXf[sl],
+                NYf[sl],
+                t_off,
+                t_w,
+                t_h,
+                t_rep,
+                codes,
+                H,
+                W,
+                lit,
+                g_img[sl],
+                g_depth[sl],
+                best_k[sl],
+            )
+            g_tabs.append(g_tab)
+            g_bgs.append(g_bg)
+            g_tex = gt if g_tex is None else g_tex.add_(gt)
+        g_tab = torch.cat(g_tabs)
+        g_bg = sum(g_bgs[1:], g_bgs[0]) if bg_shared else torch.cat(g_bgs)
+        return (g_tab, g_tex, g_bg) + (None,) * 13

@@ -102,6 +102,37 @@ def _bilinear_flat(
     return top + (bot - top) * ay
 
 
+def _bilinear_texels(texels, offset, width, height, repeat, u, v):
+    """Like ``_bilinear_flat`` but with plain indexing (no custom autograd Function), for the
+    dense path that ``torch.compile`` fuses; clamp mode clamps the continuous coordinate."""
+    wf = width.to(u.dtype)
+    hf = height.to(u.dtype)
+    xr = u * wf - 0.5
+    yr = (1.0 - v) * hf - 0.5
+    x = torch.where(repeat, xr, torch.minimum(xr.clamp(min=0), wf - 1))
+    y = torch.where(repeat, yr, torch.minimum(yr.clamp(min=0), hf - 1))
+    x0f = torch.floor(x)
+    y0f = torch.floor(y)
+    ax = (x - x0f).unsqueeze(-1)
+    ay = (y - y0f).unsqueeze(-1)
+    # wrap in floating point (cheaper than integer remainder), then convert once
+    x0w = torch.where(repeat, x0f - wf * torch.floor(x0f / wf), x0f)
+    y0w = torch.where(repeat, y0f - hf * torch.floor(y0f / hf), y0f)
+    x1w = torch.where(
+        repeat, torch.where(x0w + 1 >= wf, 0.0, x0w + 1), torch.minimum(x0w + 1, wf - 1)
+    )
+    y1w = torch.where(
+        repeat, torch.where(y0w + 1 >= hf, 0.0, y0w + 1), torch.minimum(y0w + 1, hf - 1)
+    )
+    x0, x1, y0, y1 = x0w.long(), x1w.long(), y0w.long(), y1w.long()
+    r0 = offset + y0 * width
+    r1 = offset + y1 * width
+    c00, c01, c10, c11 = texels[r0 + x0], texels[r0 + x1], texels[r1 + x0], texels[r1 + x1]
+    top = c00 + (c01 - c00) * ax
+    bot = c10 + (c11 - c10) * ax
+    return top + (bot - top) * ay
+
+
 def sample_texture(
     texture: torch.Tensor, u: torch.Tensor, v: torch.Tensor, wrap: str = "repeat"
 ) -> torch.Tensor:
