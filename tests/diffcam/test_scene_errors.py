@@ -270,3 +270,58 @@ def test_garbage_text_gives_clean_errors(text):
         path.write_text(text, encoding="utf-8")
         with pytest.raises(SceneError):
             diffcam.load_scene(path)
+
+
+_OVERRIDE_PATHS = [
+    "world.gravity",
+    "world.timestep",
+    "camera.fov_y_deg",
+    "camera.position",
+    "camera.focal",
+    "light.ambient",
+    "textures.wood",
+    "bodies.pole.mass",
+    "bodies.pole.size",
+    "bodies.ball.size",
+    "bodies.floor.mass",
+    "bodies.cart.quat",
+    "joints.hinge.damping",
+    "joints.rail.limits",
+    "joints.rail.motor.max",
+    "joints.rail.motor.gain",
+    "bodies.nobody.mass",
+    "bodies.pole",
+    "world",
+    "",
+]
+_OVERRIDE_VALUES = st.one_of(
+    st.floats(-20, 20, width=32),
+    st.sampled_from([float("nan"), float("inf"), None, "big", True]),
+    st.lists(st.floats(-5, 5, width=32), max_size=4),
+    st.lists(st.integers(0, 3), min_size=0, max_size=3).map(
+        lambda shape: torch.rand(tuple(shape)) * 4 - 1
+    ),
+)
+
+
+@settings(max_examples=120, deadline=None, derandomize=True)
+@given(
+    overrides=st.dictionaries(
+        st.sampled_from(_OVERRIDE_PATHS), _OVERRIDE_VALUES, min_size=1, max_size=3
+    ),
+    batch=st.integers(1, 3),
+)
+def test_random_overrides_give_only_clean_errors(overrides, batch):
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "scene.toml"
+        path.write_text(_TO_TOML(_TINY), encoding="utf-8")
+        try:
+            scene = diffcam.load_scene(path, batch_size=batch, overrides=overrides)
+        except SceneError as e:
+            assert str(e).startswith(str(path))
+            return
+        img = scene.render(scene.step(scene.initial_state(), None))
+        assert img.shape[0] == batch
