@@ -14,7 +14,9 @@ Cases (gradients to textures and poses in every fwd_bwd):
                           (also reports its max abs pixel difference to diffcam's image)
 
 Times are medians over ``--repeats`` runs after ``--warmup`` runs; ``mpix_per_s`` counts output
-pixels (B * H * W) per second of forward+backward. Peak memory: each case runs in its own
+pixels (B * H * W) per second of forward+backward. ``*_cpu_ms`` is process CPU time (all
+threads), a steadier figure than wall-clock on a shared machine (equal to wall-clock for
+``--threads 1`` on an idle one). Peak memory: each case runs in its own
 subprocess and reports ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` after the runs minus the
 value before the first render (scene already built), i.e. the peak resident-set growth caused by
 rendering (tracemalloc does not see torch's allocations).
@@ -145,17 +147,19 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
         fwd()
     extra["first_call_s"] = round(time.perf_counter() - t0, 1)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    tf, tb = [], []
+    tf, tb, cf, cb = [], [], [], []
     for i in range(warmup + repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         with torch.no_grad():
             fwd()
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         fwd_bwd()
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         if i >= warmup:
             tf.append(1e3 * (t1 - t0))
             tb.append(1e3 * (t2 - t1))
+            cf.append(1e3 * (c1 - c0))
+            cb.append(1e3 * (c2 - c1))
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     fb = statistics.median(tb)
     return {
@@ -168,6 +172,8 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
         "forward_ms": round(statistics.median(tf), 2),
         "fwd_bwd_ms": round(fb, 2),
         "mpix_per_s": round(B * H * W / (fb * 1e3), 2),
+        "forward_cpu_ms": round(statistics.median(cf), 2),
+        "fwd_bwd_cpu_ms": round(statistics.median(cb), 2),
         "peak_mem_mb": round((rss1 - rss0) / 1024, 1),
         "threads": torch.get_num_threads(),
         "vs_mitsuba_86ms": round(fb / 86.0, 3),

@@ -313,8 +313,8 @@ def _render(
             H,
             W,
             lit,
-            float(light[0]) if lit else 0.0,
-            float(light[1]) if lit else 0.0,
+            light[0] if lit else 0.0,
+            light[1] if lit else 0.0,
         )
         return img, depth, oid
     oid, depth, samples = _hard(
@@ -1107,7 +1107,9 @@ class _PlanarRender(torch.autograd.Function):
                     lit,
                 )
             )
-        img, depth, best_k = (torch.cat(x) if len(outs) > 1 else x[0] for x in zip(*outs, strict=True))
+        img, depth, best_k = (
+            torch.cat(x) if len(outs) > 1 else x[0] for x in zip(*outs, strict=True)
+        )
         ctx.save_for_backward(plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, best_k)
         ctx.args = (codes, H, W, lit, compiled, bg.shape[0] == 1, nb)
         ctx.mark_non_differentiable(best_k)
