@@ -16,6 +16,18 @@ Soft edges (``edge_softness = sigma > 0``): every primitive gets a coverage
 ``alpha = sigmoid(signed silhouette distance in pixels / sigma)`` and a colour at every pixel;
 these are composited front to back in depth order. This path is (B, K, H, W)-sized with
 autograd; it is chunked over rows with activation checkpointing when large.
+
+Planar primitives (rectangles, planes) are homographies of the image: their hit test, depth
+and (u, v) are ratios of affine functions of the pixel coordinates, evaluated from a few
+per-(b, k) coefficients (``_planar_forms``) instead of a full ray intersection.
+
+Backends (hard edges, no mip-mapping): "eager" (default) is the chunked pipeline above;
+"dense" is one branch-free pass over all pixels with the K primitives unrolled (and, for
+planar-only scenes, a hand-written recompute-based backward: per-pixel gradients, masked
+reductions per (b, k), scatter-adds into the texels); "compile" runs "dense" through
+``torch.compile``. All three give the same values and gradients (tests/diffcam/test_backends.py).
+The eager backward is deterministic (index_add on CPU); the compiled one scatters texel
+gradients with atomic adds, so its summation order may vary between runs.
 """
 
 from __future__ import annotations
