@@ -396,3 +396,15 @@ def test_mipmap_reduces_aliasing():
     assert inside.sum() > 50
     assert (mip[0, 0][inside] - 0.5).abs().max() < 0.05
     assert (plain.image[0, 0][inside] - 0.5).abs().max() > 0.2
+
+
+def test_input_errors():
+    cam, prims, R, p = all_kinds_scene()
+    with pytest.raises(ValueError, match="primitives"):
+        diffcam.render(cam, prims[:2], R, p)
+    with pytest.raises(ValueError, match="unknown kind"):
+        diffcam.Primitive("cone", [1.0])
+    with pytest.raises(ValueError, match="needs a size"):
+        diffcam.Primitive("box", None)
+    with pytest.raises(ValueError, match="texture must have shape"):
+        diffcam.Primitive("box", [1.0, 1, 1], texture=torch.rand(4, 4))
