@@ -150,10 +150,28 @@ def _equality_system(world: World, frames, mob: Mobility) -> EqualitySystem | No
     eps = 1e-6 if matrix.dtype == torch.float32 else 1e-12
     eye = torch.eye(matrix.shape[-1], dtype=matrix.dtype, device=matrix.device)
     regularised = matrix + (eps * scale)[:, None, None] * eye
-    # cholesky_ex: no host sync; a failed factorisation (a degenerate model) gives a non-finite
-    # state, which `rollout` reports with the step and body (see `assert_finite`).
-    factor, _ = torch.linalg.cholesky_ex(regularised)
-    return EqualitySystem(rows, weighted, torch.cholesky_inverse(factor))
+    return EqualitySystem(rows, weighted, spd_inverse(regularised))
+
+
+def spd_inverse(matrix: Tensor) -> Tensor:
+    """Inverse of a batch of small symmetric positive definite matrices (B, m, m).
+
+    Eager: LAPACK Cholesky (`cholesky_ex`: no host sync; a degenerate model gives a non-finite
+    state, which `rollout` reports with the step and body). Under torch.compile: Gauss-Jordan
+    elimination without pivoting (stable for SPD matrices) written as m tensor updates, which
+    Inductor fuses into one loop over the batch instead of one LAPACK call per matrix.
+    """
+    if not torch.compiler.is_compiling():
+        factor, _ = torch.linalg.cholesky_ex(matrix)
+        return torch.cholesky_inverse(factor)
+    size = matrix.shape[-1]
+    eye = torch.eye(size, dtype=matrix.dtype, device=matrix.device).expand_as(matrix)
+    augmented = torch.cat([matrix, eye], -1)  # (B, m, 2m)
+    for k in range(size):
+        pivot_row = augmented[:, k : k + 1, :] / augmented[:, k : k + 1, k : k + 1]
+        augmented = augmented - augmented[:, :, k : k + 1] * pivot_row
+        augmented = torch.cat([augmented[:, :k], pivot_row, augmented[:, k + 1 :]], 1)
+    return augmented[:, :, size:]
 
 
 def _joint_drive(world: World, frames, action: Tensor | None, mob: Mobility, velocity: Tensor):
