@@ -55,7 +55,8 @@ def measure(batch: int, steps: int, backward: bool, compiled: bool) -> dict:
 
 
 def peak_memory(checkpoint_every: int | None, batch: int = 64, steps: int = 300) -> dict:
-    """Peak resident memory of a 300-step backward pass, measured in a fresh process."""
+    """Peak resident memory of a 300-step backward pass, measured in a fresh process: the rise
+    of the peak RSS (getrusage) over a warmed-up baseline."""
     code = f"""
 import resource, sys, torch
 sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
@@ -63,6 +64,9 @@ import physics
 from tests.physics.models import cart_pole
 world = cart_pole(theta0=0.3, batch_size={batch}, dtype=torch.float32)
 actions = torch.randn({steps}, {batch}, 1, requires_grad=True)
+# Warm up (libraries, allocator) so that the peak below is the 300-step graph's.
+warm = physics.rollout(world, physics.initial_state(world), 5, actions=actions[:5])
+warm.position.square().sum().backward()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 trajectory = physics.rollout(world, physics.initial_state(world), {steps}, actions=actions,
                              checkpoint_every={checkpoint_every})
@@ -80,6 +84,32 @@ print((after - before) / 1024)
     }
 
 
+def saved_tensor_bytes(checkpoint_every: int | None, batch: int = 64, steps: int = 300) -> dict:
+    """Bytes the autograd graph keeps for backward (unique saved tensors): deterministic,
+    unlike RSS, which also counts allocator caching. With checkpointing it counts what the
+    graph holds between segments; the recompute adds one segment's worth during backward."""
+    world = cart_pole(theta0=0.3, batch_size=batch, dtype=torch.float32)
+    actions = torch.randn(steps, batch, 1, requires_grad=True)
+    saved: dict = {}
+
+    def pack(tensor):
+        saved[(tensor.data_ptr(), tensor.dtype, tuple(tensor.shape))] = (
+            tensor.numel() * tensor.element_size()
+        )
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        physics.rollout(world, physics.initial_state(world), steps, actions=actions,
+                        checkpoint_every=checkpoint_every)  # fmt: skip
+    return {
+        "bench": "cartpole_saved_tensors",
+        "B": batch,
+        "steps": steps,
+        "checkpoint_every": checkpoint_every,
+        "saved_mb": round(sum(saved.values()) / 2**20, 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 64, 1024, 4096])
@@ -92,8 +122,9 @@ def main() -> None:
             for backward in (False, True):
                 print(json.dumps(measure(batch, args.steps, backward, compiled)), flush=True)
     if not args.no_memory:
-        for every in (None, 20):
+        for every in (None, 10, 30):
             print(json.dumps(peak_memory(every)), flush=True)
+            print(json.dumps(saved_tensor_bytes(every)), flush=True)
 
 
 if __name__ == "__main__":
