@@ -249,8 +249,13 @@ class PinholeCamera:
         t = self.translation.view(self.translation.shape[0], *([1] * nb), 3)
         return ((points - t).unsqueeze(-2) @ R).squeeze(-2)  # R^T (p - t) as row-vector product
 
-    def project(self, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Project world points to continuous pixel coordinates.
+    def project(self, points: torch.Tensor) -> torch.Tensor:
+        """Continuous pixel coordinates (B, ..., 2) of world points (B|1, ..., 3): the
+        contract's ``cam.project(points_world)``. See `project_with_depth`."""
+        return self.project_with_depth(points)[0]
+
+    def project_with_depth(self, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Project world points to continuous pixel coordinates, with their depth.
 
         Args:
             points: (B|1, ..., 3) world points (m); the leading axis broadcasts with the camera.

@@ -278,7 +278,7 @@ def draw_points(
     Args:
         image: (B, 3, H, W) or (3, H, W).
         pixels: (B, N, 2) or (N, 2) points, e.g. ``scene.project_bodies(state)`` or
-            ``camera.project(points)[0]``. Non-finite points are skipped.
+            ``camera.project(points)``. Non-finite points are skipped.
         color: (3,) for all dots or (N, 3) one per point; default: `id_palette` (matching
             `colorize_ids`).
         radius: dot radius in pixels.

@@ -32,7 +32,7 @@ def test_smoke_shapes(dtype):
     cam = random_camera(B=3, dtype=dtype)
     o, d = cam.rays()
     assert o.shape == d.shape == (3, 24, 32, 3) and d.dtype == dtype
-    pix, depth = cam.project(torch.randn(3, 5, 7, 3, dtype=dtype))
+    pix, depth = cam.project_with_depth(torch.randn(3, 5, 7, 3, dtype=dtype))
     assert pix.shape == (3, 5, 7, 2) and depth.shape == (3, 5, 7)
     torch.testing.assert_close(
         torch.linalg.vector_norm(d, dim=-1), torch.ones(3, 24, 32, dtype=dtype)
@@ -44,7 +44,7 @@ def test_convention_pixel_centres():
     cam = random_camera(B=2)
     o, d = cam.rays()
     pts = o + 2.7 * d
-    pix, depth = cam.project(pts)
+    pix, depth = cam.project_with_depth(pts)
     jj, ii = torch.meshgrid(torch.arange(32.0), torch.arange(24.0), indexing="xy")
     expect = torch.stack([jj + 0.5, ii + 0.5], -1).to(torch.float64)
     torch.testing.assert_close(pix, expect.expand_as(pix), atol=1e-9, rtol=0)
@@ -54,7 +54,7 @@ def test_convention_pixel_centres():
 def test_convention_centred_principal_point():
     """cx = W / 2 puts the optical axis on the image centre (between pixels for even W)."""
     cam = front_camera(width=40, height=30)
-    pix, depth = cam.project(torch.tensor([[0.0, 0.0, 0.0]], dtype=torch.float64))
+    pix, depth = cam.project_with_depth(torch.tensor([[0.0, 0.0, 0.0]], dtype=torch.float64))
     torch.testing.assert_close(pix[0], torch.tensor([20.0, 15.0], dtype=torch.float64))
     torch.testing.assert_close(depth[0], torch.tensor(3.0, dtype=torch.float64))
 
@@ -63,7 +63,7 @@ def test_convention_axes_look_at():
     """look_at: world +x appears to the right, world +z (up) appears towards row 0."""
     cam = front_camera()
     pts = torch.tensor([[[0.0, 0, 0], [0.5, 0, 0], [0, 0, 0.5]]], dtype=torch.float64)
-    pix, _ = cam.project(pts)
+    pix, _ = cam.project_with_depth(pts)
     assert pix[0, 1, 0] > pix[0, 0, 0] and abs(pix[0, 1, 1] - pix[0, 0, 1]) < 1e-9
     assert pix[0, 2, 1] < pix[0, 0, 1] and abs(pix[0, 2, 0] - pix[0, 0, 0]) < 1e-9
 
@@ -91,7 +91,7 @@ def test_project_matches_opencv():
         rvec, _ = cv2.Rodrigues(R_cw)
         ref, _ = cv2.projectPoints(pw, rvec, t_cw, K, None)
         ref = ref.reshape(-1, 2) + 0.5
-        pix, depth = cam.project(torch.from_numpy(pw)[None].expand(4, -1, -1))
+        pix, depth = cam.project_with_depth(torch.from_numpy(pw)[None].expand(4, -1, -1))
         err = np.abs(pix[b].numpy() - ref).max()
         worst = max(worst, err)
         np.testing.assert_allclose(depth[b].numpy(), pc[:, 2], atol=1e-9)
@@ -109,7 +109,7 @@ def test_from_opencv_matches_cv2():
     cam = diffcam.PinholeCamera.from_opencv(
         torch.from_numpy(K), 32, 24, rvec=torch.from_numpy(rvec), tvec=torch.from_numpy(tvec)
     )
-    pix, _ = cam.project(torch.from_numpy(pts)[None])
+    pix, _ = cam.project_with_depth(torch.from_numpy(pts)[None])
     np.testing.assert_allclose(pix[0].numpy(), ref.reshape(-1, 2) + 0.5, atol=1e-6)
     # world_from_camera form
     R_cw, _ = cv2.Rodrigues(rvec)
@@ -120,7 +120,7 @@ def test_from_opencv_matches_cv2():
         rotation=torch.from_numpy(R_cw.T),
         translation=torch.from_numpy(-R_cw.T @ tvec),
     )
-    torch.testing.assert_close(cam2.project(torch.from_numpy(pts)[None])[0], pix)
+    torch.testing.assert_close(cam2.project_with_depth(torch.from_numpy(pts)[None])[0], pix)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -129,7 +129,7 @@ def test_rays_project_inverse(dtype):
     cam = random_camera(B=2, dtype=dtype, seed=5)
     o, d = cam.rays(normalize=False)
     t = 0.5 + torch.rand(2, 24, 32, 1, dtype=dtype)
-    pix, depth = cam.project(o + t * d)
+    pix, depth = cam.project_with_depth(o + t * d)
     jj, ii = torch.meshgrid(torch.arange(32.0), torch.arange(24.0), indexing="xy")
     expect = torch.stack([jj + 0.5, ii + 0.5], -1).to(dtype)
     tol = 1e-3 if dtype == torch.float32 else 1e-9
@@ -148,12 +148,12 @@ def test_batch_consistency():
     pts = torch.randn(3, 10, 3, dtype=torch.float64) + torch.tensor(
         [0, 0, 0.0], dtype=torch.float64
     )
-    pix, depth = cam.project(pts)
+    pix, depth = cam.project_with_depth(pts)
     for b in range(3):
         single = diffcam.PinholeCamera(
             cam.fx[b], cam.fy[b], cam.cx[b], cam.cy[b], 32, 24, cam.rotation[b], cam.translation[b]
         )
-        p1, d1 = single.project(pts[b : b + 1])
+        p1, d1 = single.project_with_depth(pts[b : b + 1])
         torch.testing.assert_close(p1[0], pix[b])
         torch.testing.assert_close(d1[0], depth[b])
         o1, r1 = single.rays()
@@ -174,7 +174,7 @@ def test_gradcheck_project():
             10,
         )
         cam = diffcam.PinholeCamera(fx, fy, cx, cy, 20, 10, cam.rotation, cam.translation)
-        return cam.project(pts)
+        return cam.project_with_depth(pts)
 
     args = [
         torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (30.0, 31.0, 10.0, 5.0)
@@ -186,6 +186,20 @@ def test_gradcheck_project():
 def test_no_nan_grad_point_on_camera_plane():
     cam = front_camera()
     p = torch.tensor([[[0.3, -3.0, 0.2]]], dtype=torch.float64, requires_grad=True)  # depth 0
-    pix, _ = cam.project(p)
+    pix, _ = cam.project_with_depth(p)
     pix.sum().backward()
     assert torch.isfinite(pix).all() and torch.isfinite(p.grad).all()
+
+
+def test_convention_project_returns_pixel_coordinates_only():
+    # DESIGN.md section 5: cam.project(points_world) -> (..., 2) continuous pixel coordinates.
+    cam = diffcam.PinholeCamera.look_at(
+        torch.tensor([0.0, -3.0, 1.0]), torch.tensor([0.0, 0.0, 1.0]), torch.tensor([0.0, 0.0, 1.0]),
+        torch.tensor(40.0), 64, 48,
+    )  # fmt: skip
+    pixels = cam.project(torch.tensor([[[0.0, 0.0, 1.0], [0.1, 0.0, 1.2]]]))
+    assert isinstance(pixels, torch.Tensor) and pixels.shape == (1, 2, 2)
+    torch.testing.assert_close(pixels[0, 0], torch.tensor([32.0, 24.0]))
+    torch.testing.assert_close(
+        pixels, cam.project_with_depth(torch.tensor([[[0.0, 0.0, 1.0], [0.1, 0.0, 1.2]]]))[0]
+    )

@@ -65,7 +65,7 @@ def _pendulum_cart_extremes_visible(scene):
     for x in (lo, hi):
         for dz in (length, -length):
             pts.append(anchor + torch.tensor([x, 0.0, float(dz)]))
-    pix, depth = scene.camera.project(torch.stack(pts))
+    pix, depth = scene.camera.project_with_depth(torch.stack(pts))
     return pix, depth
 
 
@@ -173,7 +173,7 @@ def test_convention_quat_wxyz_and_state_order(scene_tools, tmp_path):
 def test_convention_camera_looks_at_target(scene_tools, tmp_path):
     path = scene_tools.write_scene(scene_tools.tiny(), tmp_path)
     scene = diffcam.load_scene(path)
-    pix, depth = scene.camera.project(torch.tensor([[0.0, 0.0, 1.0]]))
+    pix, depth = scene.camera.project_with_depth(torch.tensor([[0.0, 0.0, 1.0]]))
     torch.testing.assert_close(pix.reshape(2), torch.tensor([12.0, 6.0]), atol=1e-4, rtol=0)
     assert depth.item() == pytest.approx(3.0)
 
