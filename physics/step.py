@@ -32,7 +32,7 @@ import torch
 from . import joints as joint_geometry
 from .contacts import find_contacts
 from .inertia import shape_inertia
-from .math3d import axis_angle_to_matrix, renormalize_rotation, skew, tangent_basis
+from .math3d import axis_angle_to_matrix, renormalize_rotation, tangent_basis
 from .rows import Mobility, Rows, apply_impulse, effective_matrix, point_rows, row_velocity
 from .state import State
 from .world import World
@@ -422,8 +422,9 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
             velocity = equality.apply(velocity, -error / dt)
             position, rotation = _integrate(state.position, state.rotation, velocity[:, :count], dt)
     rotation = renormalize_rotation(rotation)
+
+    # 4. The stored velocity must be tangent to the joints at the *new* configuration (RATTLE).
     if equality is not None:
-        # The stored velocity must be tangent to the joints at the *new* configuration (RATTLE).
         end_frames = joint_geometry.joint_frames(world, position, rotation)
         if groups:
             # The relax pass projects after every sweep: that needs an exact projection.
@@ -436,7 +437,7 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
             equality = EqualitySystem(end_rows, mob.weighted(end_rows), equality.inverse)
 
     # 5. The second half of the explicit kick; then relax the bounded rows without their
-    # penetration bias, with restitution, and keep the joint rows' velocities.
+    # penetration bias, with restitution, projecting onto the joints after every sweep.
     velocity = velocity + 0.5 * kick
     if groups:
         velocity, _ = _solve(groups, equality, velocity, impulses, world.relax_iterations, True)
@@ -452,4 +453,4 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     )
 
 
-__all__ = ["step", "mobility", "skew"]
+__all__ = ["mobility", "spd_inverse", "step"]
