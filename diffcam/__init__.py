@@ -12,3 +12,4 @@ from .scene import Scene as Scene
 from .scene import load_scene as load_scene
 from .textures import sample_texture as sample_texture
 from .video import write_video as write_video
+from .fit import FitResult, fit_scene
