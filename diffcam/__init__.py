@@ -3,6 +3,8 @@
 from . import debug as debug
 from .camera import PinholeCamera as PinholeCamera
 from .errors import SceneError as SceneError
+from .fit import FitResult as FitResult
+from .fit import fit_scene as fit_scene
 from .primitives import Primitive as Primitive
 from .render import Lighting as Lighting
 from .render import RenderBuffers as RenderBuffers
@@ -12,4 +14,3 @@ from .scene import Scene as Scene
 from .scene import load_scene as load_scene
 from .textures import sample_texture as sample_texture
 from .video import write_video as write_video
-from .fit import FitResult, fit_scene

@@ -125,3 +125,28 @@ def test_unknown_key_path_is_a_scene_error(scene_and_frames):
     path, observed = scene_and_frames
     with pytest.raises(diffcam.SceneError, match="joints.hing.damping"):
         fit_scene(path, observed, {"joints.hing.damping": {"init": 0.2}}, progress=False)
+
+
+def test_pyramid_initial_state_and_video_file(scene_and_frames, tmp_path):
+    path, observed = scene_and_frames
+    video = tmp_path / "observed.gif"
+    diffcam.write_video(video, observed, fps=10)
+    result = fit_scene(
+        path,
+        video,
+        {"joints.hinge.damping": {"init": 0.2, "positive": True}},
+        iterations=4,
+        lr=0.01,  # also metres for the offsets: a jointed pole tolerates small ones only
+        pyramid_levels=2,
+        edge_softness=SOFT,
+        progress=False,
+        fit_initial_state=True,
+    )
+    assert result.levels == [1, 1, 0, 0]  # coarse (pooled by 2) first, finest last
+    offset = result.values["initial_state.position_offset"]
+    assert offset.shape == (2, 3)
+    assert float(offset.abs().sum()) > 0  # the pole's offset was fitted
+    velocity = result.values["initial_state.velocity_offset"]
+    assert velocity.shape == (2, 3)
+    assert result.history[-1] < result.history[0] * 4  # finest level is not pooled; still sane
+    assert result.frames.shape == observed.shape
