@@ -5,6 +5,10 @@ from .camera import PinholeCamera as PinholeCamera
 from .errors import SceneError as SceneError
 from .fit import FitResult as FitResult
 from .fit import fit_scene as fit_scene
+from .policy import PixelPolicy as PixelPolicy
+from .policy import PixelRollout as PixelRollout
+from .policy import pixel_rollout as pixel_rollout
+from .policy import push_frame as push_frame
 from .primitives import Primitive as Primitive
 from .render import Lighting as Lighting
 from .render import RenderBuffers as RenderBuffers
