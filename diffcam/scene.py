@@ -970,8 +970,7 @@ class Scene:
 
     def project_bodies(self, state) -> torch.Tensor:
         """(B, N, 2) continuous pixel coordinates (x, y) of every body's centre."""
-        pixels, _ = self.camera.project_with_depth(state.position)
-        return pixels
+        return self.camera.project(state.position)
 
     # ----------------------------------------------------------------- description
     def summary(self) -> str:
