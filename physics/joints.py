@@ -125,18 +125,24 @@ def equality_rows(world: World, frames: JointFrames) -> tuple[Rows, Tensor]:
     # The parent's lever goes to the child's anchor: the exact derivative of a slider's
     # separation along its (rotating) normal.
     lever_a = frames.child_anchor - frames.parent_position
-    linear = point_rows(
-        body_a, body_b, dirs, _take(lever_a, used_joint), _take(lever_b, used_joint)
+    rows = _point_or_angular_rows(
+        body_a, body_b, dirs, _take(lever_a, used_joint), _take(lever_b, used_joint), is_point
     )
+    return rows, error
+
+
+def _point_or_angular_rows(body_a, body_b, dirs, lever_a, lever_b, use_point) -> Rows:
+    """Per row, a point row (relative velocity of two body points along ``dirs``) where
+    ``use_point`` (r,) is true, else an angular row (relative angular velocity along ``dirs``)."""
+    linear = point_rows(body_a, body_b, dirs, lever_a, lever_b)
     angular = angular_rows(body_a, body_b, dirs)
-    point = is_point[None, :, None]
-    rows = Rows(
+    point = use_point[None, :, None]
+    return Rows(
         body_a,
         body_b,
         torch.where(point, linear.jac_a, angular.jac_a),
         torch.where(point, linear.jac_b, angular.jac_b),
     )
-    return rows, error
 
 
 def axis_rows(world: World, frames: JointFrames) -> tuple[Rows, Tensor]:
@@ -153,20 +159,14 @@ def axis_rows(world: World, frames: JointFrames) -> tuple[Rows, Tensor]:
     """
     structure = world.structure
     parent, child, slider = structure.joint_parent, structure.joint_child, structure.joint_slider
-    linear = point_rows(
+    # A slider's axis row moves points along the axis; a hinge's turns about it.
+    rows = _point_or_angular_rows(
         parent,
         child,
         frames.axis,
         frames.child_anchor - frames.parent_position,
         frames.child_anchor - frames.child_position,
-    )
-    angular = angular_rows(parent, child, frames.axis)
-    is_slider = slider[None, :, None]
-    rows = Rows(
-        parent,
-        child,
-        torch.where(is_slider, linear.jac_a, angular.jac_a),
-        torch.where(is_slider, linear.jac_b, angular.jac_b),
+        slider,
     )
     displacement = (frames.axis * (frames.child_anchor - frames.parent_anchor)).sum(-1)
     sine = (frames.axis * torch.linalg.cross(frames.parent_ref, frames.child_ref)).sum(-1)
