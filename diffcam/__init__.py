@@ -5,6 +5,7 @@ from .camera import PinholeCamera as PinholeCamera
 from .errors import SceneError as SceneError
 from .fit import FitResult as FitResult
 from .fit import fit_scene as fit_scene
+from .fit import render_rollout as render_rollout
 from .policy import PixelPolicy as PixelPolicy
 from .policy import PixelRollout as PixelRollout
 from .policy import pixel_rollout as pixel_rollout

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-__all__ = ["FitResult", "fit_scene"]
+__all__ = ["FitResult", "fit_scene", "render_rollout"]
 
 _POSITION_OFFSET = "initial_state.position_offset"
 _VELOCITY_OFFSET = "initial_state.velocity_offset"
@@ -65,6 +65,8 @@ class FitResult:
     iterations: int
     seconds: float
     levels: list[int] = field(default_factory=list)  # pyramid level of each iteration (0 = full)
+    # key path -> the value before each iteration's update (detached), parallel to ``history``
+    value_history: dict[str, list[torch.Tensor]] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- reparameterisation
@@ -144,6 +146,51 @@ def _read_observed(observed, dtype: torch.dtype) -> torch.Tensor:
     return frames
 
 
+# --------------------------------------------------------------------------- the model
+def render_rollout(
+    scene_path,
+    overrides: Mapping[str, Any] | None,
+    actions: torch.Tensor | None,
+    steps: int,
+    *,
+    dtype: torch.dtype = torch.float32,
+    edge_softness: float = 0.0,
+    position_offset: torch.Tensor | None = None,
+    velocity_offset: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The frames a scene with these overrides renders along a rollout (batch size 1).
+
+    This is the model `fit_scene` compares with the observed frames; derivative-free baselines
+    can call it too (under ``torch.no_grad()``).
+
+    Args:
+        scene_path: the TOML scene file.
+        overrides: key path -> value (tensors may require grad), as for `load_scene`.
+        actions: (steps, 1, n_actuators) actions (the actuators' units), or None for none.
+        steps: physics steps.
+        dtype: scene dtype.
+        edge_softness: silhouette softness in pixels (0 = hard edges).
+        position_offset, velocity_offset: optional (N, 3) additions (m, m/s) to the initial
+            positions and linear velocities of the bodies.
+
+    Returns:
+        (steps + 1, 3, H, W) frames in [0, 1]; frame t shows the state after t steps.
+    """
+    import physics
+
+    from .scene import load_scene
+
+    scene = load_scene(scene_path, batch_size=1, dtype=dtype, overrides=overrides)
+    state = scene.initial_state()
+    if position_offset is not None:
+        state = state.replace(position=state.position + position_offset)
+    if velocity_offset is not None:
+        state = state.replace(linear_velocity=state.linear_velocity + velocity_offset)
+    trajectory = physics.rollout(scene.world, state, steps, actions=actions)
+    frames = [scene.render(trajectory[t], edge_softness=edge_softness) for t in range(steps + 1)]
+    return torch.cat(frames, 0)
+
+
 # --------------------------------------------------------------------------- the fit
 def fit_scene(
     scene_path,
@@ -160,6 +207,7 @@ def fit_scene(
     progress: bool = True,
     tolerance: float = 1e-7,
     fit_initial_state: bool = False,
+    to_overrides=None,
 ) -> FitResult:
     """Fit override values of a scene so that its rendered rollout matches observed frames.
 
@@ -187,6 +235,10 @@ def fit_scene(
             loss's relative change stays below this for 5 iterations.
         fit_initial_state: also fit additive offsets, (N, 3) m and (N, 3) m/s, to the initial
             positions and linear velocities of the dynamic bodies (rotations are kept).
+        to_overrides: optional function from the fitted values (key -> tensor) to the scene
+            overrides (key path -> tensor), for parameters that are not one scene number: e.g.
+            a pole length that sets both ``bodies.pole.size`` and ``bodies.pole.position``
+            (keys may then be any names). Default: the keys are the override paths.
 
     Returns:
         A `FitResult`.
@@ -197,8 +249,6 @@ def fit_scene(
             ``steps`` not equal to T - 1, or a bad key spec.
     """
     from tqdm.auto import tqdm
-
-    import physics
 
     from .scene import load_scene
 
@@ -211,7 +261,8 @@ def fit_scene(
     pyramid_levels = int(pyramid_levels)
 
     def overrides() -> dict[str, torch.Tensor]:
-        return {p.key: p.value() for p in params}
+        values = {p.key: p.value() for p in params}
+        return dict(to_overrides(values)) if to_overrides is not None else values
 
     # Load once with the initial values: unknown key paths raise the loader's SceneError.
     scene0 = load_scene(scene_path, batch_size=1, dtype=dtype, overrides=overrides())
@@ -256,16 +307,11 @@ def fit_scene(
     def simulate(with_grad: bool) -> torch.Tensor:
         """(T, 3, H, W) rendered frames of the rollout with the current parameters."""
         with torch.set_grad_enabled(with_grad):
-            scene = load_scene(scene_path, batch_size=1, dtype=dtype, overrides=overrides())
-            state = scene.initial_state()
-            if offsets:
-                state = state.replace(
-                    position=state.position + offsets[_POSITION_OFFSET] * dynamic,
-                    linear_velocity=state.linear_velocity + offsets[_VELOCITY_OFFSET] * dynamic,
-                )
-            traj = physics.rollout(scene.world, state, steps, actions=actions)
-            frames = [scene.render(traj[t], edge_softness=edge_softness) for t in range(steps + 1)]
-            return torch.cat(frames, 0)
+            return render_rollout(
+                scene_path, overrides(), actions, steps, dtype=dtype, edge_softness=edge_softness,
+                position_offset=offsets[_POSITION_OFFSET] * dynamic if offsets else None,
+                velocity_offset=offsets[_VELOCITY_OFFSET] * dynamic if offsets else None,
+            )  # fmt: skip
 
     def pool(frames: torch.Tensor, level: int) -> torch.Tensor:
         k = min(2**level, height, width)
@@ -302,6 +348,7 @@ def fit_scene(
     trainable = [p.raw for p in params if p.key not in unidentifiable] + list(offsets.values())
     history: list[float] = []
     levels_run: list[int] = []
+    value_history: dict[str, list[torch.Tensor]] = {p.key: [] for p in params}
     if trainable and iterations > 0:
         optimizer = torch.optim.Adam(trainable, lr=lr, betas=_BETAS)
         # cosine decay from lr to lr / 10 over the whole budget: Adam's constant-size steps
@@ -320,6 +367,8 @@ def fit_scene(
                 calm, previous = 0, None
                 for _ in range(budget[idx]):
                     optimizer.zero_grad(set_to_none=True)
+                    for p in params:
+                        value_history[p.key].append(p.value().detach().clone())
                     loss, _ = loss_at(level)
                     loss.backward()
                     optimizer.step()
@@ -352,4 +401,5 @@ def fit_scene(
         iterations=len(history),
         seconds=time.perf_counter() - start,
         levels=levels_run,
+        value_history=value_history,
     )

@@ -150,3 +150,38 @@ def test_pyramid_initial_state_and_video_file(scene_and_frames, tmp_path):
     assert velocity.shape == (2, 3)
     assert result.history[-1] < result.history[0] * 4  # finest level is not pooled; still sane
     assert result.frames.shape == observed.shape
+
+
+def test_to_overrides_maps_named_values_and_history_is_recorded(scene_and_frames):
+    """A fitted value that is not a scene number (damping as a multiple of 0.1) is mapped."""
+    path, observed = scene_and_frames
+    seen = []
+
+    def to_overrides(values):
+        seen.append(sorted(values))
+        return {"joints.hinge.damping": 0.1 * values["damping_tenths"]}
+
+    result = fit_scene(
+        path,
+        observed,
+        {"damping_tenths": {"init": 1.6, "positive": True}},
+        iterations=20,
+        lr=0.1,
+        edge_softness=SOFT,
+        progress=False,
+        to_overrides=to_overrides,
+    )
+    assert seen and all(keys == ["damping_tenths"] for keys in seen)
+    fitted = 0.1 * float(result.values["damping_tenths"])
+    assert abs(fitted - TRUE_DAMPING) / TRUE_DAMPING < 0.05, fitted
+    history = result.value_history["damping_tenths"]
+    assert len(history) == result.iterations
+    assert float(history[0]) == pytest.approx(1.6, rel=1e-6)  # before the first update
+    assert abs(float(history[-1]) - 3.0) < abs(float(history[0]) - 3.0)
+
+
+def test_render_rollout_matches_the_scene(scene_and_frames):
+    path, observed = scene_and_frames
+    frames = diffcam.render_rollout(path, None, None, STEPS, edge_softness=SOFT)
+    assert frames.shape == observed.shape
+    torch.testing.assert_close(frames, observed)
