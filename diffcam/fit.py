@@ -76,6 +76,7 @@ class _Param:
     raw: torch.Tensor  # leaf tensor that Adam optimises
     positive: bool
     bounds: tuple[float, float] | None
+    lr: float | None = None  # this key's initial Adam learning rate (None: fit_scene's lr)
 
     def value(self) -> torch.Tensor:
         if self.positive:
@@ -89,14 +90,14 @@ class _Param:
 def _make_param(key: str, spec: Any, dtype: torch.dtype) -> _Param:
     if not isinstance(spec, Mapping) or "init" not in spec:
         raise ValueError(
-            f"keys[{key!r}]: expected a dict with 'init' (and optionally 'positive', 'bounds'), "
-            f"got {spec!r}"
+            f"keys[{key!r}]: expected a dict with 'init' (and optionally 'positive', "
+            f"'bounds', 'lr'), got {spec!r}"
         )
-    unknown = set(spec) - {"init", "positive", "bounds"}
+    unknown = set(spec) - {"init", "positive", "bounds", "lr"}
     if unknown:
         raise ValueError(
             f"keys[{key!r}]: unknown spec entries {sorted(unknown)}; "
-            "accepted: 'init', 'positive', 'bounds'"
+            "accepted: 'init', 'positive', 'bounds', 'lr'"
         )
     init = spec["init"]
     init = (
@@ -125,7 +126,11 @@ def _make_param(key: str, spec: Any, dtype: torch.dtype) -> _Param:
         bounds = (lo, hi)
     else:
         raw = init
-    return _Param(key, raw.clone().requires_grad_(True), positive, bounds)
+    key_lr = spec.get("lr")
+    if key_lr is not None and not (isinstance(key_lr, (int, float)) and 0 < key_lr < math.inf):
+        raise ValueError(f"keys[{key!r}]: 'lr' must be a positive number, got {key_lr!r}")
+    key_lr = None if key_lr is None else float(key_lr)
+    return _Param(key, raw.clone().requires_grad_(True), positive, bounds, key_lr)
 
 
 # --------------------------------------------------------------------------- observed frames
@@ -219,7 +224,10 @@ def fit_scene(
         keys: override key path (``joints.pivot.damping``...) -> ``{"init": value,
             "positive": bool, "bounds": (lo, hi) or None}``; ``init`` in the key's own shape and
             units. ``positive`` optimises log(value); ``bounds`` optimises the logit of
-            (value - lo) / (hi - lo); otherwise the value itself.
+            (value - lo) / (hi - lo); otherwise the value itself. An optional ``"lr"`` sets
+            this key's initial learning rate in those raw units (default ``lr``): keys of
+            different units, or a texture's thousands of logits next to a metre, each get a
+            step size of their own.
         actions: (T - 1, n_actuators) known actions in ``scene.actuator_names`` order (the
             actuators' units: N or N m for force motors...); None = zeros.
         steps: number of physics steps (default T - 1; must equal T - 1).
@@ -350,7 +358,15 @@ def fit_scene(
     levels_run: list[int] = []
     value_history: dict[str, list[torch.Tensor]] = {p.key: [] for p in params}
     if trainable and iterations > 0:
-        optimizer = torch.optim.Adam(trainable, lr=lr, betas=_BETAS)
+        # one parameter group per key, so that a key's own "lr" applies to it alone
+        groups = [
+            {"params": [p.raw], "lr": lr if p.lr is None else p.lr}
+            for p in params
+            if p.key not in unidentifiable
+        ]
+        if offsets:
+            groups.append({"params": list(offsets.values()), "lr": lr})
+        optimizer = torch.optim.Adam(groups, lr=lr, betas=_BETAS)
         # cosine decay from lr to lr / 10 over the whole budget: Adam's constant-size steps
         # otherwise keep the parameters oscillating around the optimum by about lr.
         schedule = torch.optim.lr_scheduler.LambdaLR(
