@@ -185,3 +185,21 @@ def test_render_rollout_matches_the_scene(scene_and_frames):
     frames = diffcam.render_rollout(path, None, None, STEPS, edge_softness=SOFT)
     assert frames.shape == observed.shape
     torch.testing.assert_close(frames, observed)
+
+
+def test_frame_every_compares_every_kth_state(scene_and_frames):
+    path, observed = scene_and_frames
+    every = 5
+    sparse = observed[::every]
+    frames = diffcam.render_rollout(path, None, None, STEPS, edge_softness=SOFT, frame_every=every)
+    torch.testing.assert_close(frames, sparse)
+    result = fit_scene(
+        path, sparse, {"joints.hinge.damping": {"init": 0.16, "positive": True}},
+        iterations=20, lr=0.1, edge_softness=SOFT, progress=False, frame_every=every,
+    )  # fmt: skip
+    fitted = float(result.values["joints.hinge.damping"])
+    assert abs(fitted - TRUE_DAMPING) / TRUE_DAMPING < 0.05, fitted
+    assert result.frames.shape == sparse.shape
+    with pytest.raises(ValueError, match="frame_every"):
+        fit_scene(path, sparse, {"joints.hinge.damping": {"init": 0.2}}, steps=STEPS + 1,
+                  frame_every=every, progress=False)  # fmt: skip
