@@ -1,6 +1,8 @@
 """diffcam: a differentiable pinhole ray-caster (and scene layer) in plain PyTorch."""
 
 from . import debug as debug
+from . import swingup as swingup
+from . import training as training
 from .camera import PinholeCamera as PinholeCamera
 from .errors import SceneError as SceneError
 from .fit import FitResult as FitResult
@@ -8,7 +10,11 @@ from .fit import fit_scene as fit_scene
 from .fit import render_rollout as render_rollout
 from .policy import PixelPolicy as PixelPolicy
 from .policy import PixelRollout as PixelRollout
+from .policy import PolicyRollout as PolicyRollout
+from .policy import StatePolicy as StatePolicy
+from .policy import pixel_observer as pixel_observer
 from .policy import pixel_rollout as pixel_rollout
+from .policy import policy_rollout as policy_rollout
 from .policy import push_frame as push_frame
 from .primitives import Primitive as Primitive
 from .render import Lighting as Lighting

@@ -1,9 +1,12 @@
-"""Controllers that see only pixels, and the differentiable rollout that feeds them.
+"""Controllers and the differentiable closed-loop rollout that feeds them.
 
-A `PixelPolicy` maps a stack of the last k camera frames to actions. `pixel_rollout` renders
-every control step, feeds the frame stack to the policy, holds the action for ``control_every``
-physics steps and returns the whole trajectory, so a loss on it backpropagates through the
-physics, the renderer and the network (Degrave et al. 2019, section 3.4).
+`policy_rollout` is the one rollout loop: every control step an `Observer` turns the state
+into what the controller sees (rendered frames for `pixel_observer`, a feature vector for a
+state-based baseline), the policy maps it to an action, held for ``control_every`` physics
+steps. The whole trajectory stays differentiable, so a loss on it backpropagates through the
+physics, the observation (the renderer) and the network (Degrave et al. 2019, section 3.4).
+`PixelPolicy` is a CNN on a stack of the last k frames, `StatePolicy` an MLP on state features;
+`pixel_rollout` is `policy_rollout` with a `pixel_observer`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,17 @@ from torch.utils.checkpoint import checkpoint
 
 import physics
 
-__all__ = ["PixelPolicy", "PixelRollout", "pixel_rollout", "push_frame"]
+__all__ = [
+    "Observer",
+    "PixelPolicy",
+    "PixelRollout",
+    "PolicyRollout",
+    "StatePolicy",
+    "pixel_observer",
+    "pixel_rollout",
+    "policy_rollout",
+    "push_frame",
+]
 
 
 class PixelPolicy(nn.Module):
@@ -81,6 +94,176 @@ def push_frame(stack: torch.Tensor | None, frame: torch.Tensor, frames: int) -> 
     return torch.cat([stack[:, 3:], frame], 1)
 
 
+Observer = Callable[[physics.State, torch.Tensor | None], tuple]
+"""``observe(state, memory) -> (observation, memory, record)``.
+
+What a controller sees of a state: ``observation`` goes to the policy; ``memory`` (a tensor or
+None) is handed back at the next control step (a frame stack, say); ``record`` (a tensor or
+None) is what the rollout keeps of each step when asked to (the newest frame, say).
+"""
+
+
+class StatePolicy(nn.Module):
+    """A small MLP on a feature vector of the true state: (B, n_inputs) -> (B, n_actions).
+
+    The baseline that skips vision: same rollout, same loss, but the policy reads the state.
+    Two tanh hidden layers; the output layer starts at zero, so the initial policy is the zero
+    policy, as for `PixelPolicy`.
+
+    Args:
+        n_inputs: features per batch element.
+        n_actions: action columns.
+        max_action: actions lie in [-max_action, max_action].
+        hidden: units per hidden layer.
+        input_scale: (n_inputs,) factors applied to the features first, to bring them to order
+            one (features in SI units span very different ranges); None means 1.
+    """
+
+    def __init__(
+        self,
+        n_inputs: int,
+        n_actions: int,
+        max_action: float = 1.0,
+        hidden: int = 64,
+        input_scale: list[float] | None = None,
+    ) -> None:
+        super().__init__()
+        self.max_action = max_action
+        scale = torch.ones(n_inputs) if input_scale is None else torch.tensor(input_scale)
+        if scale.shape != (n_inputs,):
+            raise ValueError(f"input_scale has {scale.numel()} values, expected {n_inputs}")
+        self.register_buffer("input_scale", scale)
+        self.body = nn.Sequential(
+            nn.Linear(n_inputs, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh()
+        )
+        self.output = nn.Linear(hidden, n_actions)
+        nn.init.zeros_(self.output.weight)
+        nn.init.zeros_(self.output.bias)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """Actions (B, n_actions) from features (B, n_inputs)."""
+        return self.max_action * torch.tanh(self.output(self.body(features * self.input_scale)))
+
+
+@dataclasses.dataclass
+class PolicyRollout:
+    """What `policy_rollout` returns.
+
+    trajectory: physics.State with a leading time axis (steps + 1, B, N, ...).
+    actions: (control_steps, B, n_actions) the actions the policy chose.
+    records: (control_steps, B, ...) what the observer recorded, or None if not kept.
+    memory: the observer's memory after the last control step (to continue the rollout).
+    """
+
+    trajectory: physics.State
+    actions: torch.Tensor
+    records: torch.Tensor | None
+    memory: torch.Tensor | None
+
+
+def policy_rollout(
+    scene,
+    policy: Callable[[torch.Tensor], torch.Tensor],
+    observe: Observer,
+    steps: int,
+    state: physics.State | None = None,
+    control_every: int = 1,
+    gradient_decay: float = 1.0,
+    checkpoint_every: int | None = None,
+    keep_records: bool = True,
+    memory: torch.Tensor | None = None,
+) -> PolicyRollout:
+    """Simulate ``steps`` physics steps with a closed-loop controller; the one rollout loop.
+
+    Every control step: ``observe`` the state, ask the policy for an action and hold it for
+    ``control_every`` physics steps. Everything stays differentiable, so a loss on the
+    trajectory backpropagates through the physics, the observation (e.g. the renderer) and the
+    policy (Degrave et al. 2019, section 3.4).
+
+    Args:
+        scene: a `diffcam.Scene` (any batch size B), or anything with ``initial_state()`` and
+            ``step(state, action)``.
+        policy: observation -> actions (B, n_actions).
+        observe: an `Observer`, e.g. `pixel_observer`.
+        steps: physics steps; a multiple of ``control_every``.
+        state: initial state (default: the scene's).
+        control_every: physics steps per control step. The policy acts at a lower rate than the
+            physics (the action is held in between), which saves observations and network calls.
+        gradient_decay: alpha per physics step: identity forward, gradient x alpha backward
+            (paper, section 3.2). It damps the physics path only; the observation path of a
+            step is not decayed.
+        checkpoint_every: if set, recompute every segment of this many control steps in the
+            backward pass (torch.utils.checkpoint) instead of storing it: memory for long
+            rollouts, at the price of one more forward pass.
+        keep_records: stack the observer's records into the result; False drops them as soon
+            as the graph allows (a long pixel rollout's frames would fill the memory).
+        memory: the observer's memory to start from (None: a fresh start).
+
+    Returns:
+        `PolicyRollout` with the trajectory, the actions, the records and the final memory.
+    """
+    if steps % control_every:
+        raise ValueError(f"steps ({steps}) must be a multiple of control_every ({control_every})")
+    state = scene.initial_state() if state is None else state
+    control_steps = steps // control_every
+
+    def run(*tensors, count: int, has_memory: bool):
+        current = physics.State(*tensors[:4])
+        current_memory = tensors[4] if has_memory else None
+        out_states, out_actions, out_records = [], [], []
+        for _ in range(count):
+            observation, current_memory, record = observe(current, current_memory)
+            action = policy(observation)
+            for _ in range(control_every):
+                current = scene.step(physics.decay_state_gradient(current, gradient_decay), action)
+                out_states.append(current)
+            out_actions.append(action)
+            if keep_records:
+                out_records.append(record)
+        flat = [t for s in out_states for t in s.tensors()]
+        return (*flat, current_memory, *out_actions, *out_records)
+
+    states, actions, records = [state], [], []
+    segment = checkpoint_every or control_steps
+    for start in range(0, control_steps, segment):
+        count = min(segment, control_steps - start)
+        inputs = (*states[-1].tensors(), *([memory] if memory is not None else []))
+        options = {"count": count, "has_memory": memory is not None}
+        if checkpoint_every and torch.is_grad_enabled():
+            out = checkpoint(run, *inputs, use_reentrant=False, **options)
+        else:
+            out = run(*inputs, **options)
+        n_states = count * control_every
+        states += [physics.State(*out[4 * i : 4 * i + 4]) for i in range(n_states)]
+        memory = out[4 * n_states]
+        actions += list(out[4 * n_states + 1 : 4 * n_states + 1 + count])
+        records += list(out[4 * n_states + 1 + count :])
+    return PolicyRollout(
+        physics.State.stack(states),
+        torch.stack(actions),
+        torch.stack(records) if keep_records and records[0] is not None else None,
+        memory,
+    )
+
+
+def pixel_observer(scene, frames: int = 3, edge_softness: float = 0.0) -> Observer:
+    """An `Observer` that renders the scene: observation and memory are the frame stack
+    (B, 3k, H, W), the record is the new frame (B, 3, H, W).
+
+    Args:
+        scene: a `diffcam.Scene`.
+        frames: k, frames in the stack the policy sees.
+        edge_softness: passed to the renderer (pixels); > 0 gives silhouette gradients.
+    """
+
+    def observe(state: physics.State, stack: torch.Tensor | None):
+        frame = scene.render(state, edge_softness=edge_softness)
+        stack = push_frame(stack, frame, frames)
+        return stack, stack, frame
+
+    return observe
+
+
 @dataclasses.dataclass
 class PixelRollout:
     """What `pixel_rollout` returns.
@@ -108,66 +291,15 @@ def pixel_rollout(
 ) -> PixelRollout:
     """Simulate ``steps`` physics steps with a controller that sees only rendered frames.
 
-    Args:
-        scene: a `diffcam.Scene` (any batch size B).
-        policy: frame stack (B, 3k, H, W) -> actions (B, n_actions); e.g. a `PixelPolicy`.
-        steps: physics steps; a multiple of ``control_every``.
-        state: initial state (default: the scene's).
-        control_every: physics steps per control step. The policy acts at a lower rate than the
-            physics (the action is held in between), which saves renders and network calls.
-        frames: k, frames in the stack the policy sees.
-        gradient_decay: alpha per physics step: identity forward, gradient x alpha backward
-            (paper, section 3.2).
-        checkpoint_every: if set, recompute every segment of this many control steps in the
-            backward pass (torch.utils.checkpoint) instead of storing it: memory for long
-            rollouts, at the price of one more forward pass.
-        edge_softness: passed to the renderer (pixels); > 0 gives silhouette gradients.
+    `policy_rollout` with a `pixel_observer`; see there for the arguments. ``policy`` maps a
+    frame stack (B, 3k, H, W) to actions (B, n_actions), e.g. a `PixelPolicy`.
 
     Returns:
         `PixelRollout` with the trajectory, the actions and the frames seen.
     """
-    if steps % control_every:
-        raise ValueError(f"steps ({steps}) must be a multiple of control_every ({control_every})")
-    state = scene.initial_state() if state is None else state
-    control_steps = steps // control_every
-
-    def control(current: physics.State, stack: torch.Tensor | None):
-        frame = scene.render(current, edge_softness=edge_softness)
-        stack = push_frame(stack, frame, frames)
-        action = policy(stack)
-        states = []
-        for _ in range(control_every):
-            current = scene.step(physics.decay_state_gradient(current, gradient_decay), action)
-            states.append(current)
-        return states, stack, action, frame
-
-    states, actions, seen = [state], [], []
-    stack = None
-    segment = checkpoint_every or control_steps
-    for start in range(0, control_steps, segment):
-        count = min(segment, control_steps - start)
-
-        def run(*tensors, _count=count, _has_stack=stack is not None):
-            current = physics.State(*tensors[:4])
-            current_stack = tensors[4] if _has_stack else None
-            out_states, out_actions, out_frames = [], [], []
-            for _ in range(_count):
-                new_states, current_stack, action, frame = control(current, current_stack)
-                current = new_states[-1]
-                out_states += new_states
-                out_actions.append(action)
-                out_frames.append(frame)
-            flat = [t for s in out_states for t in s.tensors()]
-            return (*flat, current_stack, *out_actions, *out_frames)
-
-        inputs = (*states[-1].tensors(), *([stack] if stack is not None else []))
-        if checkpoint_every and torch.is_grad_enabled():
-            out = checkpoint(run, *inputs, use_reentrant=False)
-        else:
-            out = run(*inputs)
-        n_states = count * control_every
-        states += [physics.State(*out[4 * i : 4 * i + 4]) for i in range(n_states)]
-        stack = out[4 * n_states]
-        actions += list(out[4 * n_states + 1 : 4 * n_states + 1 + count])
-        seen += list(out[4 * n_states + 1 + count :])
-    return PixelRollout(physics.State.stack(states), torch.stack(actions), torch.stack(seen))
+    result = policy_rollout(
+        scene, policy, pixel_observer(scene, frames, edge_softness), steps, state,
+        control_every=control_every, gradient_decay=gradient_decay,
+        checkpoint_every=checkpoint_every,
+    )  # fmt: skip
+    return PixelRollout(result.trajectory, result.actions, result.records)

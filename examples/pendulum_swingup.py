@@ -1,0 +1,230 @@
+"""Swing-up of the pendulum-cart from pixels, by backpropagation through time (Degrave et al.
+2019, section 3.4): a CNN sees the last 3 frames of the 288 x 96 camera and pushes the cart; the
+loss (the pole tip's distance from upright plus a small speed penalty, averaged over every step)
+is backpropagated through the physics, the renderer and the network.
+
+    python examples/pendulum_swingup.py                     # train from pixels into out/swingup_pixels
+    python examples/pendulum_swingup.py --state             # the baseline that reads the true state
+    torchrun --nproc-per-node 2 examples/pendulum_swingup.py    # the batch split over 2 processes
+    python examples/pendulum_swingup.py --evaluate          # the shipped weights, 60 s, 21 starts
+
+Training resumes from ``--out``/checkpoint.pt when there is one (``--no-resume`` refuses to
+touch an existing run) and ends by writing policy.pt, learning_curve.png and swingup.mp4 there,
+then prints one JSON line. Copy policy.pt to examples/weights/pendulum_swingup_pixels.pt (or
+..._state.pt) to ship it. ``--evaluate`` prints a JSON line with success_rate, starts,
+upright_seconds_min and training_episodes (see diffcam.swingup.evaluate for the definitions).
+
+Cost on this 2-core CPU (benchmarks/bench_swingup.py): a pixel iteration at B = 16 and 3 s
+episodes takes minutes; plan hours for a full run, or run it on a GPU (--device cuda).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import diffcam  # noqa: E402
+from diffcam import swingup, training  # noqa: E402
+
+SCENE = ROOT / "scenes" / "pendulum_cart.toml"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument(
+        "--pixels",
+        dest="observation",
+        action="store_const",
+        const="pixels",
+        help="train the CNN on rendered frames (default)",
+    )
+    kind.add_argument(
+        "--state",
+        dest="observation",
+        action="store_const",
+        const="state",
+        help="train the MLP baseline on the true state",
+    )
+    parser.set_defaults(observation="pixels")
+    parser.add_argument("--out", type=Path, help="run folder (default out/swingup_KIND)")
+    parser.add_argument(
+        "--resume",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="continue the run in --out if it has a checkpoint (default)",
+    )
+    parser.add_argument("--iterations", type=int, default=150)
+    parser.add_argument("--batch", type=int, default=16, help="episodes per iteration (all ranks)")
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--clip", type=float, default=1.0, help="gradient L2 norm limit")
+    parser.add_argument("--save-every", type=int, default=5, help="iterations per checkpoint")
+    parser.add_argument("--seed", type=int, default=0)
+    ranges = dataclasses.astuple(swingup.StartRanges())
+    parser.add_argument(
+        "--start-ranges",
+        type=float,
+        nargs=4,
+        default=list(ranges),
+        metavar=("X", "THETA", "X_DOT", "THETA_DOT"),
+        help="half-widths of the uniform random starts (m, rad, m/s, rad/s); "
+        "all 0: always the hanging start, where the zero policy gets no gradient",
+    )
+    defaults = swingup.SwingUpConfig()
+    parser.add_argument("--seconds", type=float, default=defaults.seconds, help="per episode")
+    parser.add_argument("--control-every", type=int, default=defaults.control_every)
+    parser.add_argument("--gradient-decay", type=float, default=defaults.gradient_decay)
+    parser.add_argument(
+        "--bptt-segment",
+        type=int,
+        default=defaults.bptt_segment,
+        help="control steps per checkpointed segment (0: none)",
+    )
+    parser.add_argument("--edge-softness", type=float, default=defaults.edge_softness)
+    parser.add_argument("--speed-weight", type=float, default=defaults.speed_weight)
+    parser.add_argument("--width", type=int, default=defaults.width, help="CNN channels")
+    parser.add_argument("--hidden", type=int, default=defaults.hidden)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads per process (default 1: fastest on a shared 2-core machine)",
+    )
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--scene", type=Path, default=SCENE)
+    parser.add_argument(
+        "--evaluate", action="store_true", help="evaluate --weights instead of training"
+    )
+    parser.add_argument(
+        "--weights", type=Path, help="default examples/weights/pendulum_swingup_KIND.pt"
+    )
+    parser.add_argument("--starts", type=int, default=20, help="random starts (evaluation)")
+    parser.add_argument("--eval-seconds", type=float, default=60.0)
+    parser.add_argument("--video", type=Path, help="evaluation video (default in --out)")
+    args = parser.parse_args(argv)
+    args.out = args.out or ROOT / "out" / f"swingup_{args.observation}"
+    name = f"pendulum_swingup_{args.observation}.pt"
+    args.weights = args.weights or ROOT / "examples" / "weights" / name
+    return args
+
+
+def config_from(args) -> swingup.SwingUpConfig:
+    return swingup.SwingUpConfig(
+        observation=args.observation,
+        seconds=args.seconds,
+        control_every=args.control_every,
+        gradient_decay=args.gradient_decay,
+        bptt_segment=args.bptt_segment or None,
+        edge_softness=args.edge_softness,
+        speed_weight=args.speed_weight,
+        width=args.width,
+        hidden=args.hidden,
+    )
+
+
+def train(args) -> dict | None:
+    dist = training.init_distributed()
+    device = dist.device if dist.active else torch.device(args.device)
+    config = config_from(args)
+    if args.batch % dist.world_size:
+        raise ValueError(
+            f"--batch {args.batch} must be a multiple of the {dist.world_size} processes"
+        )
+    scene = diffcam.load_scene(args.scene, batch_size=args.batch // dist.world_size, device=device)
+    torch.manual_seed(args.seed)  # the same initial weights on every rank
+    policy = swingup.make_policy(config, swingup.motor_limit(scene)).to(device)
+    episodes = swingup.SwingUpEpisodes(scene, policy, config)
+    train_config = training.TrainConfig(
+        iterations=args.iterations,
+        batch_size=args.batch,
+        learning_rate=args.lr,
+        clip_norm=args.clip,
+        seed=args.seed,
+        save_every=args.save_every,
+    )
+    ranges = swingup.StartRanges(*args.start_ranges)
+    describe = {
+        "swingup": dataclasses.asdict(config),
+        "scene": args.scene.name,
+        "start_ranges": dataclasses.asdict(ranges),
+    }
+    rows = training.train(
+        episodes,
+        lambda generator, n: swingup.random_starts(n, generator, ranges),
+        train_config,
+        args.out,
+        describe=describe,
+        resume=args.resume,
+        dist=dist,
+        title=f"pendulum swing-up ({args.observation})",
+    )
+    if not dist.is_main:
+        return None
+    episodes_seen = rows[-1]["episodes"] if rows else 0
+    weights = swingup.save_policy(
+        args.out / "policy.pt", policy, config, training_episodes=episodes_seen
+    )
+    video = args.out / "swingup.mp4"
+    report = swingup.evaluate(args.scene, policy, config, starts=0, seconds=10.0, video=video)
+    return {
+        "iterations": rows[-1]["iteration"] if rows else 0,
+        "training_episodes": episodes_seen,
+        "loss": rows[-1]["loss"] if rows else None,
+        "train_success_rate": rows[-1]["success_rate"] if rows else None,
+        "hanging_upright_seconds_10s": report["hanging_upright_seconds"],
+        "policy": str(weights),
+        "learning_curve": str(args.out / training.LEARNING_CURVE),
+        "video": str(video),
+    }
+
+
+def evaluate(args) -> dict:
+    command = (
+        f"python examples/pendulum_swingup.py --{args.observation} --out {args.out}, then "
+        f"copy {args.out / 'policy.pt'} to {args.weights}"
+    )
+    scene = diffcam.load_scene(args.scene)
+    policy, config, info = swingup.load_policy(args.weights, swingup.motor_limit(scene), command)
+    video = args.video or args.out / f"evaluation_{args.observation}.mp4"
+    report = swingup.evaluate(
+        args.scene,
+        policy.to(args.device),
+        config,
+        starts=args.starts,
+        seconds=args.eval_seconds,
+        video=video,
+    )
+    return {
+        **report,
+        "training_episodes": info.get("training_episodes"),
+        "video": str(video),
+        "weights": str(args.weights),
+    }
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.threads < 1:
+        print("--threads must be at least 1", file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    try:
+        result = evaluate(args) if args.evaluate else train(args)
+    except (FileNotFoundError, FileExistsError, ValueError) as e:  # the user's to fix: no traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if result is not None:
+        print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""The swing-up task pieces: starts, loss, metrics, the episode module, evaluation, weights."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+import diffcam
+import physics
+from diffcam import swingup
+from physics.joints import equality_rows, joint_frames
+
+SCENE = Path(__file__).resolve().parents[2] / "scenes" / "pendulum_cart.toml"
+
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+@pytest.fixture
+def tiny_scene_path(tiny_pendulum_cart):
+    return tiny_pendulum_cart(36, 12)
+
+
+def random_start_columns(batch, dtype, seed=0):
+    starts = swingup.random_starts(batch, torch.Generator().manual_seed(seed), dtype=dtype)
+    return starts.unbind(-1)
+
+
+def test_hanging_start_at_rest_is_the_scene_files_state():
+    scene = diffcam.load_scene(SCENE, batch_size=2, dtype=torch.float64)
+    zero = torch.zeros(2, dtype=torch.float64)
+    state = swingup.initial_states(scene, zero, zero, zero, zero)
+    for ours, theirs in zip(state.tensors(), scene.initial_state().tensors(), strict=True):
+        torch.testing.assert_close(ours, theirs, atol=1e-12, rtol=0)
+
+
+def test_random_starts_are_joint_consistent_before_and_after_a_step():
+    scene = diffcam.load_scene(SCENE, batch_size=6, dtype=torch.float64)
+    x, theta, x_dot, theta_dot = random_start_columns(6, torch.float64)
+    state = swingup.initial_states(scene, x, theta, x_dot, theta_dot)
+    q, q_dot = physics.joint_positions(scene.world, state)  # (rail, hinge) coordinates
+    torch.testing.assert_close(q[:, 0], x)
+    wrapped = torch.remainder(q[:, 1] - theta + math.pi, 2 * math.pi) - math.pi
+    torch.testing.assert_close(wrapped, torch.zeros_like(theta), atol=1e-12, rtol=0)
+    torch.testing.assert_close(q_dot, torch.stack([x_dot, theta_dot], -1))
+
+    def joint_error(s):
+        return equality_rows(scene.world, joint_frames(scene.world, s.position, s.rotation))[1]
+
+    assert joint_error(state).abs().max() < 1e-12
+    after = scene.step(state, torch.zeros(6, 1, dtype=torch.float64))
+    assert joint_error(after).abs().max() < 1e-6
+
+
+def test_initial_states_reject_a_wrong_batch():
+    scene = diffcam.load_scene(SCENE, batch_size=2)
+    with pytest.raises(ValueError, match=r"theta has shape \(3,\), expected \(2,\)"):
+        swingup.initial_states(
+            scene, torch.zeros(2), torch.zeros(3), torch.zeros(2), torch.zeros(2)
+        )
+
+
+def test_a_scene_that_is_not_a_hanging_pendulum_cart_is_named(tmp_path):
+    text = SCENE.read_text().replace("position = [0.0, -0.13, 0.7]", "position = [0.2, -0.13, 0.7]")
+    path = tmp_path / "tilted.toml"
+    path.write_text(text)
+    with pytest.raises(diffcam.SceneError, match=r"tilted.toml: bodies.pole.position"):
+        swingup.CartPole.from_scene(diffcam.load_scene(path))
+
+
+def test_convention_theta_pi_is_upright():
+    scene = diffcam.load_scene(SCENE, batch_size=3, dtype=torch.float64)
+    g = swingup.CartPole.from_scene(scene)
+    theta = torch.tensor([0.0, math.pi, math.pi - 0.1], dtype=torch.float64)
+    zero = torch.zeros(3, dtype=torch.float64)
+    state = swingup.initial_states(scene, zero, theta, zero, zero, g)
+    torch.testing.assert_close(
+        swingup.upright_error(state, g), torch.tensor([math.pi, 0.0, 0.1], dtype=torch.float64)
+    )
+    features = swingup.state_features(state, g)
+    torch.testing.assert_close(features[:, 2], torch.sin(theta))
+    torch.testing.assert_close(features[:, 3], torch.cos(theta))
+    # Upright, the pole's centre is above the hinge and its tip a pole length above it.
+    hinge_z = scene.initial_state().position[0, g.cart, 2] + g.hinge_in_cart[2]
+    assert state.position[1, g.pole, 2] > hinge_z + 0.49
+
+
+def test_step_cost_by_hand():
+    scene = diffcam.load_scene(SCENE, batch_size=3, dtype=torch.float64)
+    g = swingup.CartPole.from_scene(scene)
+    theta = torch.tensor([math.pi, 0.0, math.pi], dtype=torch.float64)
+    x_dot = torch.tensor([0.0, 1.5, 0.0], dtype=torch.float64)
+    theta_dot = torch.tensor([0.0, 0.0, 2.0], dtype=torch.float64)
+    state = swingup.initial_states(scene, x_dot * 0.3, theta, x_dot, theta_dot, g)
+    cost = swingup.step_cost(state, g, speed_weight=0.1)
+    length = g.tip_distance
+    # upright at rest: 0; hanging moving at 1.5 m/s: 2 L + w 1.5^2; upright spinning: w (2 L)^2
+    expected = torch.tensor(
+        [0.0, 2 * length + 0.1 * 1.5**2, 0.1 * (2.0 * length) ** 2], dtype=torch.float64
+    )
+    torch.testing.assert_close(cost, expected)
+
+
+def test_loss_has_finite_gradient_exactly_upright():
+    scene = diffcam.load_scene(SCENE, batch_size=1, dtype=torch.float64)
+    g = swingup.CartPole.from_scene(scene)
+    theta = torch.full((1,), math.pi, dtype=torch.float64, requires_grad=True)
+    zero = torch.zeros(1, dtype=torch.float64)
+    state = swingup.initial_states(scene, zero, theta, zero, zero, g)
+    (grad,) = torch.autograd.grad(swingup.step_cost(state, g, 0.01).sum(), theta)
+    assert torch.isfinite(grad).all()
+
+
+def test_upright_stretches_on_hand_made_errors():
+    up, down = 0.1, 1.0
+    columns = [
+        [down, down, down, down, down, down],  # never upright
+        [up, up, down, up, up, up],  # stretches of 2 and 3 states, upright at the end
+        [down, up, up, up, down, down],  # one stretch of 3, fallen at the end
+        [down, down, down, down, down, up],  # reaches upright at the last state
+    ]
+    error = torch.tensor(columns, dtype=torch.float64).T  # (T, B)
+    stats = swingup.upright_stretches(error, timestep=0.5, threshold=0.2)
+    assert stats["success"].tolist() == [False, True, False, True]
+    torch.testing.assert_close(
+        stats["upright_fraction"], torch.tensor([0, 5 / 6, 3 / 6, 1 / 6], dtype=torch.float64)
+    )
+    torch.testing.assert_close(
+        stats["upright_seconds"], torch.tensor([0.0, 1.5, 1.5, 0.5], dtype=torch.float64)
+    )
+    reached = stats["swing_up_seconds"]
+    assert math.isnan(reached[0]) and reached[1:].tolist() == [1.5, 0.5, 2.5]
+
+
+def tiny_pixel_config(**changes):
+    # gradient_decay 1: the true gradient (a decay < 1 changes it on purpose).
+    values = dict(
+        observation="pixels",
+        seconds=0.04,
+        control_every=1,
+        frames=2,
+        bptt_segment=None,
+        width=2,
+        hidden=4,
+        gradient_decay=1.0,
+    )
+    return swingup.SwingUpConfig(**{**values, **changes})
+
+
+def pixel_episodes(path, dtype=torch.float64, batch=2, seed=0, **changes):
+    scene = diffcam.load_scene(path, batch_size=batch, dtype=dtype)
+    config = tiny_pixel_config(**changes)
+    torch.manual_seed(seed)
+    policy = swingup.make_policy(config, swingup.motor_limit(scene)).to(dtype)
+    # Leave the zero policy, so that every layer gets gradient.
+    torch.nn.init.normal_(policy.output.weight, std=0.5, generator=torch.Generator().manual_seed(1))
+    return swingup.SwingUpEpisodes(scene, policy, config)
+
+
+def starts_for(episodes, seed=0):
+    dtype = next(episodes.parameters()).dtype
+    return swingup.random_starts(
+        episodes.scene.batch_size, torch.Generator().manual_seed(seed), dtype=dtype
+    )
+
+
+def test_loss_gradient_wrt_cnn_weights_matches_finite_differences(tiny_scene_path):
+    episodes = pixel_episodes(tiny_scene_path)
+    starts = starts_for(episodes)
+    parameters = list(episodes.policy.parameters())
+    loss, metrics = episodes(starts)
+    assert set(metrics) == {"success_rate", "upright_fraction"}
+    grads = torch.autograd.grad(loss, parameters)
+    for (name, _), grad in zip(episodes.policy.named_parameters(), grads, strict=True):
+        assert torch.isfinite(grad).all() and grad.abs().sum() > 0, name
+    direction = [
+        torch.randn(p.shape, generator=torch.Generator().manual_seed(10 + i), dtype=p.dtype)
+        for i, p in enumerate(parameters)
+    ]
+    analytic = sum((g * d).sum() for g, d in zip(grads, direction, strict=True))
+
+    def shifted(eps):
+        with torch.no_grad():
+            for p, d in zip(parameters, direction, strict=True):
+                p.add_(eps * d)
+            value = episodes(starts)[0]
+            for p, d in zip(parameters, direction, strict=True):
+                p.sub_(eps * d)
+        return value
+
+    eps = 1e-6
+    numeric = (shifted(eps) - shifted(-eps)) / (2 * eps)
+    assert abs(float(analytic)) > 1e-8
+    assert abs(float(analytic - numeric)) <= 1e-4 * abs(float(numeric))
+
+
+def test_the_renderer_carries_gradient_from_the_state_to_the_action(tiny_scene_path):
+    # Hard edges (edge_softness 0): the path is the bilinear texture sampling alone.
+    episodes = pixel_episodes(tiny_scene_path, dtype=torch.float32, edge_softness=0.0)
+    state = swingup.states_from_starts(episodes.scene, starts_for(episodes))
+    position = state.position.clone().requires_grad_(True)
+    observation = episodes.observer()(state.replace(position=position), None)[0]
+    (grad,) = torch.autograd.grad(episodes.policy(observation).sum(), position)
+    g = episodes.cartpole
+    assert torch.isfinite(grad).all()
+    assert grad[:, g.pole].abs().sum() > 0 and grad[:, g.cart].abs().sum() > 0
+
+
+def test_state_baseline_runs_the_same_loop_with_a_zero_initial_policy(tiny_scene_path):
+    scene = diffcam.load_scene(tiny_scene_path, batch_size=2)
+    config = swingup.SwingUpConfig(observation="state", seconds=0.06, control_every=3)
+    policy = swingup.make_policy(config, swingup.motor_limit(scene))
+    episodes = swingup.SwingUpEpisodes(scene, policy, config)
+    state = swingup.states_from_starts(scene, starts_for(episodes))
+    result = episodes.rollout(state, config.steps(scene.timestep))
+    assert result.actions.shape == (2, 2, 1) and torch.equal(result.actions, torch.zeros(2, 2, 1))
+    assert result.trajectory.position.shape[0] == 7
+    loss, _ = episodes(starts_for(episodes))
+    loss.backward()
+    assert policy.output.weight.grad.abs().sum() > 0  # the zero policy still learns
+
+
+def test_checkpointed_bptt_gives_the_same_gradient_for_both_observations(tiny_scene_path):
+    for observation in ("state", "pixels"):
+
+        def grads(segment, observation=observation):
+            episodes = pixel_episodes(
+                tiny_scene_path,
+                observation=observation,
+                seconds=0.06,
+                bptt_segment=segment,
+                gradient_decay=0.9,
+            )
+            loss, _ = episodes(starts_for(episodes))
+            return torch.autograd.grad(loss, list(episodes.policy.parameters()))
+
+        for plain, checkpointed in zip(grads(None), grads(2), strict=True):
+            torch.testing.assert_close(plain, checkpointed, atol=1e-12, rtol=1e-9)
+
+
+def test_evaluate_reports_the_metrics_and_writes_a_video(tiny_scene_path, tmp_path):
+    config = swingup.SwingUpConfig(observation="pixels", frames=2, width=2, hidden=4)
+    policy = swingup.make_policy(config, 30.0)
+    video = tmp_path / "eval.gif"
+    report = swingup.evaluate(
+        tiny_scene_path, policy, config, starts=2, seconds=0.2, video=video, fps=25, progress=False
+    )
+    assert report["starts"] == 3 and report["seconds"] == pytest.approx(0.2)
+    # The zero policy leaves the hanging pole hanging: never upright.
+    assert report["hanging_upright_seconds"] == 0.0 and report["upright_seconds_min"] == 0.0
+    assert 0.0 <= report["success_rate"] <= 1.0
+    json.dumps(report, allow_nan=False)
+    assert video.stat().st_size > 0
+
+
+def test_policy_weights_round_trip_and_a_missing_file_says_how_to_make_it(tmp_path):
+    config = swingup.SwingUpConfig(observation="state", hidden=8)
+    policy = swingup.make_policy(config, 30.0)
+    torch.nn.init.normal_(policy.output.weight)
+    path = swingup.save_policy(tmp_path / "w.pt", policy, config, training_episodes=64)
+    loaded, loaded_config, info = swingup.load_policy(path, 30.0)
+    assert loaded_config == config and info == {"training_episodes": 64}
+    features = torch.randn(4, 5)
+    assert torch.equal(loaded(features), policy(features))
+    with pytest.raises(FileNotFoundError, match=r"nothere.pt; train one with: python train.py"):
+        swingup.load_policy(tmp_path / "nothere.pt", 30.0, train_command="python train.py")
