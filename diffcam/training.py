@@ -161,6 +161,11 @@ class Distributed:
         if self.active:
             torch_dist.barrier()
 
+    def close(self) -> None:
+        """Leave the process group (after the last collective call)."""
+        if self.active and torch_dist.is_initialized():
+            torch_dist.destroy_process_group()
+
 
 def init_distributed() -> Distributed:
     """Join the process group if launched by torchrun (RANK and WORLD_SIZE set), else a

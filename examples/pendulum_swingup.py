@@ -166,6 +166,7 @@ def train(args) -> dict | None:
         dist=dist,
         title=f"pendulum swing-up ({args.observation})",
     )
+    dist.close()  # the rest is rank 0's alone
     if not dist.is_main:
         return None
     episodes_seen = rows[-1]["episodes"] if rows else 0

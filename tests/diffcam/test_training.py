@@ -152,7 +152,7 @@ def ddp_worker(rank, world_size, port, folder, scene_path):
         training.train(model, sample, config, folder / "out", dist=dist, progress=False)
         torch.save(model.state_dict(), folder / f"rank{rank}.pt")
     finally:
-        torch.distributed.destroy_process_group()
+        dist.close()
 
 
 def test_two_ddp_processes_end_with_identical_weights(tmp_path, scene_path):
