@@ -21,6 +21,12 @@ Planar primitives (rectangles, planes) are homographies of the image: their hit 
 and (u, v) are ratios of affine functions of the pixel coordinates, evaluated from a few
 per-(b, k) coefficients (``_planar_forms``) instead of a full ray intersection.
 
+Pre-rendered layers: ``background`` may be an image at the sampling resolution and
+``background_depth`` its depth (e.g. the static scenery of a scene, rendered once). The layer's
+inverse depth seeds the nearest-hit test, so a primitive wins a pixel only where it is nearer;
+elsewhere the pixel shows the layer (its colour, its depth, object id -1). Soft edges treat the
+layer as the opaque back at its depth: primitives behind it get coverage 0.
+
 Backends (hard edges, no mip-mapping): "eager" (default) is the chunked pipeline above;
 "dense" is one branch-free pass over all pixels with the K primitives unrolled (and, for
 planar-only scenes, a hand-written recompute-based backward: per-pixel gradients, masked
@@ -74,7 +80,8 @@ class Lighting:
 
 class RenderBuffers(NamedTuple):
     """image (B, 3, H, W) in [0, 1]; depth (B, 1, H, W) camera-z depth in metres (0 on the
-    background); object_id (B, H, W) long, the primitive index, -1 on the background."""
+    background, the layer's depth where a ``background_depth`` layer shows); object_id
+    (B, H, W) long, the primitive index, -1 on the background (and where a layer shows)."""
 
     image: torch.Tensor
     depth: torch.Tensor
@@ -93,6 +100,7 @@ def render(
     mipmap: bool = False,
     max_chunk_elements: int = 1 << 23,
     backend: str = "eager",
+    background_depth: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Render images (B, 3, H, W). Same arguments as :func:`render_buffers`."""
     return render_buffers(
@@ -101,6 +109,7 @@ def render(
         rotation,
         position,
         background=background,
+        background_depth=background_depth,
         edge_softness=edge_softness,
         supersample=supersample,
         lighting=lighting,
@@ -122,6 +131,7 @@ def render_buffers(
     mipmap: bool = False,
     max_chunk_elements: int = 1 << 23,
     backend: str = "eager",
+    background_depth: torch.Tensor | None = None,
 ) -> RenderBuffers:
     """Render images, depth and object ids.
 
@@ -130,8 +140,9 @@ def render_buffers(
         primitives: K :class:`Primitive` objects.
         rotation: (B|1, K, 3, 3) world_from_body rotation of each primitive.
         position: (B|1, K, 3) world_from_body translation (m).
-        background: colour (3,) or texture (3, Ht, Wt) mapped over the whole image (v up);
-            default light grey 0.9.
+        background: colour (3,), texture (3, Ht, Wt) mapped over the whole image (v up), or
+            an image (B|1, 3, s*H, s*W) at the sampling resolution (s = ``supersample``),
+            used sample for sample; default light grey 0.9.
         edge_softness: sigma in (output) pixels of the soft silhouettes; 0 = hard edges
             (exactly the hard render, and no (B, K, H, W) autograd graph).
         supersample: s, renders s x s samples per pixel and box-filters them. ``depth`` and
@@ -149,6 +160,15 @@ def render_buffers(
             mip-mapping; "compile" to those when every primitive is a rectangle or plane
             (compiled autograd of curved primitives was slower than eager); other settings
             use the eager path.
+        background_depth: optional (B|1, 1, s*H, s*W) camera-z depth (m) of an image-valued
+            ``background``, in the depth buffer's convention (0, or inf, = nothing there).
+            The background then acts as a pre-rendered opaque layer (e.g. static scenery
+            rendered once with ``camera.scaled(s)``, ``supersample=1``): a sample shows the
+            nearest primitive only where it is nearer than the layer, otherwise the layer,
+            whose depth it also returns (object id -1). With ``edge_softness > 0`` the layer
+            is the opaque back at its depth: primitives behind it are hidden. Gradients flow
+            to the layer's image and depth where it shows; the choice of what shows is
+            piecewise constant.
 
     Returns:
         :class:`RenderBuffers` (image, depth, object_id).
@@ -165,12 +185,16 @@ def render_buffers(
         rotation,
         position,
         background,
+        background_depth,
         float(edge_softness) * s,
         lighting,
         mipmap,
         max_chunk_elements,
         backend,
     )
+    if background_depth is not None:  # the layer's depth where the layer shows
+        layer_depth = background_depth.to(dtype=depth.dtype, device=depth.device)
+        depth = torch.where(oid.unsqueeze(1) >= 0, depth, layer_depth)
     if s > 1:
         img = F.avg_pool2d(img, s)
         depth = depth[:, :, s // 2 :: s, s // 2 :: s]
@@ -180,7 +204,7 @@ def render_buffers(
 
 # ---------------------------------------------------------------------------- internals
 def _background(background, B, H, W, dtype, device) -> torch.Tensor:
-    """(B|1, H*W, 3) background colours."""
+    """(B|1, H*W, 3) background colours from a colour, a texture or an image."""
     if background is None:
         background = torch.full((3,), 0.9, dtype=dtype, device=device)
     if not isinstance(background, torch.Tensor):
@@ -188,14 +212,60 @@ def _background(background, B, H, W, dtype, device) -> torch.Tensor:
     background = background.to(dtype=dtype, device=device)
     if background.dim() == 1:
         return background.view(1, 1, 3).expand(1, H * W, 3)
+    if background.dim() == 4:
+        if background.shape[0] not in (1, B) or tuple(background.shape[1:]) != (3, H, W):
+            raise ValueError(
+                f"render: an image background must have shape (B|1, 3, H, W) = "
+                f"({B}|1, 3, {H}, {W}) at the sampling resolution (supersample x the "
+                f"camera's), got {tuple(background.shape)}"
+            )
+        return background.permute(0, 2, 3, 1).reshape(background.shape[0], H * W, 3)
     u = (torch.arange(W, dtype=dtype, device=device) + 0.5) / W
     v = 1.0 - (torch.arange(H, dtype=dtype, device=device) + 0.5) / H
     uu, vv = torch.meshgrid(u, v, indexing="xy")  # (H, W)
     return sample_texture(background, uu, vv, wrap="clamp").reshape(1, H * W, 3)
 
 
+def _layer_inverse_depth(background, background_depth, B, H, W, dtype, device):
+    """(B|1, H, W) no-grad inverse depth of a pre-rendered layer (0 where it is empty), which
+    seeds the nearest-hit test; None without a layer."""
+    if background_depth is None:
+        return None
+    if not isinstance(background, torch.Tensor) or background.dim() != 4:
+        raise ValueError(
+            "render: background_depth needs the layer's colours as an image background "
+            "(B|1, 3, H, W)"
+        )
+    if (
+        not isinstance(background_depth, torch.Tensor)
+        or background_depth.dim() != 4
+        or background_depth.shape[0] not in (1, B)
+        or tuple(background_depth.shape[1:]) != (1, H, W)
+    ):
+        got = background_depth
+        got = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+        raise ValueError(
+            f"render: background_depth must be a tensor of shape (B|1, 1, H, W) = "
+            f"({B}|1, 1, {H}, {W}) at the sampling resolution, got {got}"
+        )
+    with torch.no_grad():
+        d = background_depth.to(dtype=dtype, device=device)[:, 0]
+        # inverse depth as the nearest-hit test compares it; 0 (no surface) for d <= 0 or inf
+        return torch.where(d > 0, 1.0 / torch.where(d > 0, d, torch.ones_like(d)), 0.0)
+
+
 def _render(
-    cam, prims, rotation, position, background, sigma, lighting, mipmap, max_chunk, backend
+    cam,
+    prims,
+    rotation,
+    position,
+    background,
+    background_depth,
+    sigma,
+    lighting,
+    mipmap,
+    max_chunk,
+    backend,
 ):
     dtype, device = position.dtype, position.device
     K = len(prims)
@@ -240,6 +310,7 @@ def _render(
         quad=sigma <= 0 and not use_dense,
     )
     bg = _background(background, B, H, W, dtype, device)
+    w0 = _layer_inverse_depth(background, background_depth, B, H, W, dtype, device)
 
     xs = torch.arange(W, dtype=dtype, device=device) + 0.5
     ys = torch.arange(H, dtype=dtype, device=device) + 0.5
@@ -268,6 +339,7 @@ def _render(
                 W,
                 max_chunk,
                 geometry_only=True,
+                w0=w0,
             )
         img = _soft(
             A,
@@ -288,6 +360,7 @@ def _render(
             H,
             W,
             max_chunk,
+            w0,
         )
         img = img.view(B, H, W, 3).permute(0, 3, 1, 2)
         # depth with gradients: the hard winner's (cheap next to the soft pass)
@@ -318,6 +391,7 @@ def _render(
                 lit,
                 backend == "compile",
                 max(1, max_chunk // (4 * K)),
+                w0,
             )
             return img, depth, oid
         img, depth, oid = _dense_fn(backend == "compile")(
@@ -334,10 +408,11 @@ def _render(
             lit,
             light[0] if lit else 0.0,
             light[1] if lit else 0.0,
+            w0,
         )
         return img, depth, oid
     oid, depth, samples = _hard(
-        A, o, h, fx, fy, cx, cy, codes, uv_scale, light, B, K, H, W, max_chunk
+        A, o, h, fx, fy, cx, cy, codes, uv_scale, light, B, K, H, W, max_chunk, w0=w0
     )
     pix, slot, u, v, shade = samples
     if pix.numel() == 0:
@@ -464,8 +539,12 @@ def _hard(
     max_chunk,
     geometry_only=False,
     oid=None,
+    w0=None,
 ):
     """Nearest hit per pixel and the differentiable recomputation of the winner.
+
+    ``oid`` (B, H, W), when given, is the winner map to recompute (no hit test); ``w0``
+    (B|1, H, W) is the inverse depth of a pre-rendered layer that the primitives must beat.
 
     Returns object_id (B, H, W) long, depth (B*H*W,) and samples = (pix, slot, u, v, shade):
     per foreground pixel its flat index, primitive index, texture coordinates (uv_scale
@@ -526,6 +605,7 @@ def _hard(
                         hd,
                         dxd,
                         dyd,
+                        w0,
                     )
                 oid[b0:b1, r0:r1] = best_k
             else:
@@ -599,16 +679,21 @@ def _hard(
     return oid, depth_img, (pix, torch.cat(out_k), torch.cat(out_u), torch.cat(out_v), shade)
 
 
-def _nearest(b0, b1, r0, r1, xs, ys, Wf, NXf, NYf, codes, planar, groups, A, o, h, dx, dy):
+def _nearest(b0, b1, r0, r1, xs, ys, Wf, NXf, NYf, codes, planar, groups, A, o, h, dx, dy, w0):
     """No-grad nearest hit for images b0:b1, rows r0:r1 -> (nb, rows, W) primitive index or -1.
 
-    Compares inverse depth (larger = nearer); planar primitives use their affine forms (three
+    Compares inverse depth (larger = nearer), starting from the layer's ``w0`` (B|1, H, W)
+    when there is one (else 0: nothing); planar primitives use their affine forms (three
     broadcast adds per pixel), the others the analytic ``intersect``.
     """
     x = xs.view(1, 1, -1)
     y = ys[r0:r1].view(1, -1, 1)
-    best_w = None
-    best_k = None
+    shape = (b1 - b0, r1 - r0, xs.shape[0])
+    if w0 is None:
+        best_w = torch.zeros(shape, dtype=xs.dtype, device=xs.device)
+    else:
+        best_w = (w0 if w0.shape[0] == 1 else w0[b0:b1])[:, r0:r1].expand(shape)
+    best_k = torch.full(shape, -1, dtype=torch.long, device=xs.device)
 
     def ev(F, k):
         f = F[b0:b1, k]
@@ -617,30 +702,21 @@ def _nearest(b0, b1, r0, r1, xs, ys, Wf, NXf, NYf, codes, planar, groups, A, o, 
     for k in planar:
         w = ev(Wf, k)
         if codes[k] == RECT:
-            m = torch.maximum(ev(NXf, k).abs_(), ev(NYf, k).abs_())
-            hit = m < w
+            hit = torch.maximum(ev(NXf, k).abs_(), ev(NYf, k).abs_()) < w
         else:
             hit = w > 0
-        if best_w is None:
-            best_w = torch.where(hit, w, torch.zeros_like(w))
-            best_k = torch.full(w.shape, -1, dtype=torch.long, device=w.device).masked_fill_(hit, k)
-        else:
-            better = hit & (w > best_w)
-            best_w = torch.where(better, w, best_w)
-            best_k.masked_fill_(better, k)
+        better = hit & (w > best_w)
+        best_w = torch.where(better, w, best_w)
+        best_k.masked_fill_(better, k)
     for code, ks in groups.items():
         d = _local_dirs(A[b0:b1, ks], dx[b0:b1], dy[b0:b1, r0:r1])
         t, hit = intersect(code, o[b0:b1, ks, None, None], d, h[b0:b1, ks, None, None])
         w = torch.where(hit, 1.0 / t, torch.zeros_like(t))
         wmax, kmax = w.max(dim=1)
         kmax = torch.tensor(ks, device=w.device)[kmax]
-        if best_w is None:
-            best_w = wmax
-            best_k = torch.where(wmax > 0, kmax, -1)
-        else:
-            better = wmax > best_w
-            best_w = torch.where(better, wmax, best_w)
-            best_k = torch.where(better, kmax, best_k)
+        better = wmax > best_w  # wmax = 0 where no primitive of the group is hit
+        best_w = torch.where(better, wmax, best_w)
+        best_k = torch.where(better, kmax, best_k)
     return best_k
 
 
@@ -699,14 +775,18 @@ def _mip_level(uv, idx, k, best_k, atlas, B, H, W):
 
 
 def _soft(
-    A, o, h, dxp, dyp, fx, fy, groups, atlas, uv_scale, light, bg, sigma, B, K, H, W, max_chunk
+    A, o, h, dxp, dyp, fx, fy, groups, atlas, uv_scale, light, bg, sigma, B, K, H, W, max_chunk, w0
 ):
-    """Soft silhouettes, composited front to back; returns (B*H*W, 3)."""
+    """Soft silhouettes, composited front to back over ``bg``; returns (B*H*W, 3).
+
+    ``w0`` (B|1, H, W): inverse depth of a pre-rendered layer (``bg``) or None; primitive
+    samples at or behind it get coverage 0, as the hard test would hide them.
+    """
     f_mean = (0.5 * (fx + fy)).unsqueeze(1)
     fx1, fy1 = fx.unsqueeze(1), fy.unsqueeze(1)
     bgv = bg.expand(B, H * W, 3).view(B, H, W, 3)
 
-    def chunk(r0, r1, A, o, h, dxp, dyp, texels, uv_scale, bgc):
+    def chunk(r0, r1, A, o, h, dxp, dyp, texels, uv_scale, bgc, w0c):
         atlas.texels = texels
         hh = r1 - r0
         alphas, depths, colors = [], [], []
@@ -732,6 +812,9 @@ def _soft(
         alpha = torch.cat(alphas, 1)  # (B, K, n)
         depth = torch.cat(depths, 1)
         color = torch.cat(colors, 1)
+        if w0c is not None:  # depth * w0 < 1 <=> nearer than the layer (0 where it is empty)
+            visible = depth * w0c.reshape(w0c.shape[0], 1, -1) < 1
+            alpha = torch.where(visible, alpha, torch.zeros_like(alpha))
         order = depth.argsort(dim=1)
         alpha = alpha.gather(1, order)
         color = color.gather(1, order.unsqueeze(-1).expand_as(color))
@@ -746,7 +829,8 @@ def _soft(
     outs = []
     for r0 in range(0, H, rows):
         r1 = min(H, r0 + rows)
-        args = (r0, r1, A, o, h, dxp, dyp, texels, uv_scale, bgv[:, r0:r1])
+        w0c = None if w0 is None else w0[:, r0:r1]
+        args = (r0, r1, A, o, h, dxp, dyp, texels, uv_scale, bgv[:, r0:r1], w0c)
         if rows < H and torch.is_grad_enabled():
             outs.append(checkpoint(chunk, *args, use_reentrant=False))
         else:
@@ -779,6 +863,7 @@ def _hard_dense(
     lit: bool,
     amb: float,
     inten: float,
+    w0=None,
 ):
     """The hard-edge render as one dense, branch-free function over (B, H*W) pixels.
 
@@ -789,14 +874,14 @@ def _hard_dense(
     Tables: plan_tab (B, K, 13) planar forms, gen_tab (B, K, 24) generic parameters (either
     may be None), Wf/NXf/NYf (B, K, 3) no-grad planar forms, Ad (B, K, 3, 3), od/hd (B, K, 3),
     dxd (B, W), dyd (B, H); t_off/t_w/t_h/t_rep (K,) texture slot data; texels (N, 3);
-    bg (1|B, H*W, 3).
+    bg (1|B, H*W, 3); w0 (1|B, H, W) inverse depth of a pre-rendered layer, or None.
     """
     B, K = Wf.shape[:2]
     dtype = Wf.dtype
     x = torch.arange(W, dtype=dtype, device=Wf.device) + 0.5
     y = torch.arange(H, dtype=dtype, device=Wf.device) + 0.5
     with torch.no_grad():
-        best_w = torch.zeros(B, H, W, dtype=dtype, device=Wf.device)
+        best_w = torch.zeros(B, H, W, dtype=dtype, device=Wf.device) if w0 is None else w0
         best_k = torch.full((B, H, W), -1, dtype=torch.long, device=Wf.device)
         xx = x.view(1, 1, W)
         yy = y.view(1, H, 1)
@@ -892,9 +977,10 @@ def _dense_fn(compiled: bool):
 
 # ---------------------------------------------------------------------------- planar fast path
 def _planar_eval(
-    plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, best_k=None
+    plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, best_k=None, w0=None
 ):
-    """Shared by the planar forward and backward: nearest hit and everything per pixel.
+    """Shared by the planar forward and backward: nearest hit (unless ``best_k`` is given;
+    against a layer's inverse depth ``w0`` (B|1, H, W) if any) and everything per pixel.
 
     Returns a dict of per-pixel (B, P) tensors; plain tensor code without autograd, fused by
     ``torch.compile`` when the compiled backend is used.
@@ -907,7 +993,10 @@ def _planar_eval(
     xp = x.view(1, 1, W).expand(B, H, W).reshape(B, P)
     yp = y.view(1, H, 1).expand(B, H, W).reshape(B, P)
     if best_k is None:
-        best_w = torch.zeros(B, P, dtype=dtype, device=Wf.device)
+        if w0 is None:
+            best_w = torch.zeros(B, P, dtype=dtype, device=Wf.device)
+        else:
+            best_w = w0.reshape(w0.shape[0], P)
         best_k = torch.full((B, P), -1, dtype=torch.long, device=Wf.device)
         for k, code in enumerate(codes):
 
@@ -976,8 +1065,12 @@ def _planar_eval(
     )
 
 
-def _planar_forward(plan_tab, texels, bg, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit):
-    e = _planar_eval(plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit)
+def _planar_forward(
+    plan_tab, texels, bg, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, w0
+):
+    e = _planar_eval(
+        plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, w0=w0
+    )
     B = Wf.shape[0]
     col = e["col"] if not lit else e["col"] * e["shade"].unsqueeze(-1)
     fg = e["best_k"] >= 0
@@ -1100,6 +1193,7 @@ class _PlanarRender(torch.autograd.Function):
         lit,
         compiled,
         chunk,
+        w0,
     ):
         fwd, _ = _planar_fns(compiled)
         B = Wf.shape[0]
@@ -1108,6 +1202,7 @@ class _PlanarRender(torch.autograd.Function):
         for b0 in range(0, B, nb):
             sl = slice(b0, min(B, b0 + nb))
             bgs = bg if bg.shape[0] == 1 else bg[sl]
+            w0s = w0 if w0 is None or w0.shape[0] == 1 else w0[sl]
             outs.append(
                 fwd(
                     plan_tab[sl],
@@ -1124,6 +1219,7 @@ class _PlanarRender(torch.autograd.Function):
                     H,
                     W,
                     lit,
+                    w0s,
                 )
             )
         img, depth, best_k = (
@@ -1173,4 +1269,4 @@ class _PlanarRender(torch.autograd.Function):
             g_tex = gt if g_tex is None else g_tex.add_(gt)
         g_tab = torch.cat(g_tabs)
         g_bg = sum(g_bgs[1:], g_bgs[0]) if bg_shared else torch.cat(g_bgs)
-        return (g_tab, g_tex, g_bg) + (None,) * 13
+        return (g_tab, g_tex, g_bg) + (None,) * 14

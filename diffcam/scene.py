@@ -755,6 +755,25 @@ def _resolve_texture(name: str, rel: str, cfg: SceneConfig) -> Path:
 
 
 # --------------------------------------------------------------------------- the scene
+@dataclass
+class _StaticLayer:
+    """The static bodies drawn once, at the sampling resolution (s = supersample).
+
+    key: what the layer depends on besides the static poses (see `Scene._static_layer`);
+    sources: the objects named in ``key``; rotation (B'|1, S, 3, 3) and position (B'|1, S, 3):
+    the static poses it was drawn at; image (B'|1, 3, sH, sW); depth (B'|1, 1, sH, sW) (m, 0 =
+    nothing); object_id (B'|1, H, W) body index at the output pixels, -1 = background.
+    """
+
+    key: tuple
+    sources: list
+    rotation: torch.Tensor
+    position: torch.Tensor
+    image: torch.Tensor
+    depth: torch.Tensor
+    object_id: torch.Tensor
+
+
 class Scene:
     """A loaded scene: the physics world, the camera, textures and what each body looks like.
 
@@ -768,6 +787,8 @@ class Scene:
         background: (3,) colour or (3, Ht, Wt) texture.
         body_names, actuator_names: lists of str (state order, action-column order).
         batch_size, dtype, device, timestep.
+
+    Rendering keeps the static bodies' pre-rendered layer in a one-entry cache (see `render`).
     """
 
     def __init__(self, config: SceneConfig, batch_size: int, device, dtype):
@@ -884,6 +905,9 @@ class Scene:
                     uv_scale=tuple(b.get("uv_scale", (1.0, 1.0))),
                 )
             )
+        self._static = [i for i, st in enumerate(self.world.is_static) if st]
+        self._dynamic = [i for i, st in enumerate(self.world.is_static) if not st]
+        self._layer_cache: _StaticLayer | None = None
 
     # ----------------------------------------------------------------- simulation
     @property
@@ -925,20 +949,35 @@ class Scene:
             )
         return rot, pos
 
-    def render(self, state, edge_softness: float = 0.0, supersample: int = 1, **kwargs):
+    def render(
+        self,
+        state,
+        edge_softness: float = 0.0,
+        supersample: int = 1,
+        static_cache: bool = True,
+        **kwargs,
+    ):
         """Draw every body at the state's pose: (B, 3, H, W) in [0, 1], differentiable.
 
-        Keyword arguments go to `diffcam.render` (e.g. ``mipmap``; ``lighting`` replaces the
-        file's ``[light]``).
-        """
-        from .render import render
+        Keyword arguments go to `diffcam.render` (e.g. ``mipmap``, ``backend``; ``lighting``
+        replaces the file's ``[light]``).
 
-        kwargs.setdefault("lighting", self.lighting)
-        rot, pos = self._poses(state)
-        return render(
-            self.camera, self.primitives, rot, pos, background=self.background,
-            edge_softness=edge_softness, supersample=supersample, **kwargs,
-        )  # fmt: skip
+        Static bodies are drawn once into a cached layer (image and depth) that only the
+        moving bodies are rendered over, when that is safe: the camera, the light, the
+        background and the static bodies' sizes, textures, colours and file poses do not
+        require grad (the layer is re-drawn when any of them, the static poses in ``state``,
+        the resolution, ``supersample``, ``edge_softness``, ``mipmap``, dtype or device
+        change). With hard edges the result equals the full render, gradients included,
+        except that the state's *static* rows get no gradient (static bodies do not move;
+        to differentiate with respect to their poses, pass ``static_cache=False``). With
+        ``edge_softness > 0`` the static layer is soft-edged on its own and then is the
+        opaque back of the moving bodies, so where a static silhouette's soft band meets a
+        moving body the result differs slightly from the full soft render.
+        """
+        return self._render(
+            state, static_cache, False, edge_softness=edge_softness, supersample=supersample,
+            **kwargs,
+        ).image  # fmt: skip
 
     def render_trajectory(self, trajectory, every: int = 1, **kwargs) -> torch.Tensor:
         """Render a rollout (a State with a time axis, (T, B, ...)) every ``every`` steps.
@@ -958,15 +997,92 @@ class Scene:
             frames.append(self.render(state, **kwargs))
         return torch.stack(frames)
 
-    def render_buffers(self, state, **kwargs):
-        """Image, depth (B, 1, H, W) and object id (B, H, W; -1 = background, else body index)."""
+    def render_buffers(self, state, static_cache: bool = True, **kwargs):
+        """Image, depth (B, 1, H, W) and object id (B, H, W; -1 = background, else body index).
+
+        Keyword arguments and the static layer cache as in `render`.
+        """
+        return self._render(state, static_cache, True, **kwargs)
+
+    def _render(self, state, static_cache: bool, want_ids: bool, **kwargs):
+        """`diffcam.render_buffers` of the whole scene, over the cached static layer if it
+        applies; the object ids are those of the scene's bodies only when ``want_ids``."""
         from .render import render_buffers
 
         kwargs.setdefault("lighting", self.lighting)
         rot, pos = self._poses(state)
-        return render_buffers(
-            self.camera, self.primitives, rot, pos, background=self.background, **kwargs
-        )
+        layer = self._static_layer(rot, pos, kwargs) if static_cache else None
+        if layer is None:
+            return render_buffers(
+                self.camera, self.primitives, rot, pos, background=self.background, **kwargs
+            )
+        dyn = self._dynamic
+        out = render_buffers(
+            self.camera, [self.primitives[i] for i in dyn], rot[:, dyn], pos[:, dyn],
+            background=layer.image, background_depth=layer.depth, **kwargs,
+        )  # fmt: skip
+        if not want_ids:
+            return out
+        moving = out.object_id
+        ids = torch.tensor(dyn, device=moving.device)[moving.clamp(min=0)]
+        return out._replace(object_id=torch.where(moving >= 0, ids, layer.object_id))
+
+    def _static_layer(self, rot, pos, kwargs) -> _StaticLayer | None:
+        """The static bodies' layer for this render call, drawn or taken from the cache; None
+        when there is nothing to split or something it depends on requires grad."""
+        from .render import render_buffers
+
+        static = self._static
+        if not static or not self._dynamic:
+            return None
+        sources = self._layer_sources(kwargs["lighting"])
+        if any(isinstance(x, torch.Tensor) and x.requires_grad for x in sources):
+            return None
+        s = int(kwargs.get("supersample", 1))
+        softness = float(kwargs.get("edge_softness", 0.0))
+        key = (
+            tuple((id(x), x._version) if isinstance(x, torch.Tensor) else x for x in sources),
+            s, softness, bool(kwargs.get("mipmap", False)), rot.dtype, rot.device,
+        )  # fmt: skip
+        srot, spos = rot[:, static].detach(), pos[:, static].detach()
+        if srot.shape[0] > 1 and bool((srot == srot[:1]).all()) and bool((spos == spos[:1]).all()):
+            srot, spos = srot[:1], spos[:1]  # one layer for the whole batch
+        layer = self._layer_cache
+        if (
+            layer is not None
+            and layer.key == key
+            and torch.equal(layer.rotation, srot)
+            and torch.equal(layer.position, spos)
+        ):
+            return layer
+        with torch.no_grad():
+            out = render_buffers(
+                self.camera.scaled(s) if s > 1 else self.camera,
+                [self.primitives[i] for i in static], srot, spos, background=self.background,
+                **{**kwargs, "supersample": 1, "edge_softness": softness * s},
+            )  # fmt: skip
+        # body ids at the samples `render_buffers` reports ids of: (s // 2, s // 2) per pixel
+        oid = out.object_id[:, s // 2 :: s, s // 2 :: s]
+        oid = torch.tensor(static, device=oid.device)[oid.clamp(min=0)].masked_fill_(oid < 0, -1)
+        # `sources` is kept so that the ids in `key` cannot be reused by new tensors
+        self._layer_cache = _StaticLayer(key, sources, srot, spos, out.image, out.depth, oid)
+        return self._layer_cache
+
+    def _layer_sources(self, lighting) -> list:
+        """Everything besides the static poses that the static layer's pixels depend on:
+        tensors (compared by identity and version) and plain values."""
+        cam = self.camera
+        items = [cam.fx, cam.fy, cam.cx, cam.cy, cam.rotation, cam.translation]
+        items += [cam.width, cam.height, cam.batch_size, self.background]
+        if lighting is not None:
+            items += [lighting.ambient, lighting.direction, lighting.intensity]
+        for i in self._static:
+            p = self.primitives[i]
+            size = tuple(p.size) if isinstance(p.size, (list, tuple)) else p.size
+            items += [p.kind, size, p.texture, p.color, tuple(p.uv_scale), p.wrap]
+            body = self.config.bodies[i]
+            items += [body.get("position"), body.get("quat")]  # only for requires_grad
+        return [tuple(x) if isinstance(x, list) else x for x in items]
 
     def project_bodies(self, state) -> torch.Tensor:
         """(B, N, 2) continuous pixel coordinates (x, y) of every body's centre."""
