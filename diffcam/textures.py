@@ -349,7 +349,9 @@ class _Composite(torch.autograd.Function):
         B, H, W = shape
         P = H * W
         dtype = u.dtype
-        out = bg.permute(0, 2, 1).expand(B, 3, P).contiguous()
+        # A fresh buffer, always: ``contiguous()`` would return ``bg`` itself when it already is
+        # (B, 3, P)-contiguous (a pre-rendered layer), and the writes below would corrupt it.
+        out = bg.permute(0, 2, 1).expand(B, 3, P).clone(memory_format=torch.contiguous_format)
         flat = out.view(-1)
         base = (pix // P) * (3 * P) + pix % P
         M = u.shape[0]
