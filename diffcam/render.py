@@ -738,8 +738,12 @@ def _shade(color, code, p, d, n_local_light, h, light):
     amb, inten, _ = light
     n = surface_normal(code, p, h)
     n = n / torch.linalg.vector_norm(n, dim=-1, keepdim=True).clamp(min=1e-12)
-    facing = (n * d).sum(-1, keepdim=True)
-    n = torch.where(facing > 0, -n, n)  # two-sided: the side seen by the camera
+    if code in (PLANE, RECT):
+        # two-sided: the side seen by the camera. Closed solids keep the outward normal: the
+        # camera sees their outside, and at the points soft edges shade for rays that miss
+        # (closest approach) n . d is 0 up to rounding, so a sign test there would flicker.
+        facing = (n * d).sum(-1, keepdim=True)
+        n = torch.where(facing > 0, -n, n)
     lam = (n * n_local_light).sum(-1, keepdim=True).clamp(min=0)
     return color * (amb + inten * lam)
 
