@@ -4,8 +4,9 @@ Pipeline (hard edges, ``edge_softness = 0``):
 
 1. Camera-frame ray directions with z = 1 (ray parameter = depth) are affine in the pixel
    coordinates; each primitive's local directions are ``A d_cam`` with ``A = R_k^T R_cam``.
-2. Without autograd, in row chunks, intersect every primitive kind on the whole
-   (B, K_kind, rows, W) grid and keep the nearest hit (masked min over K). Only the winner's
+2. Without autograd, intersect each primitive with the rays of a pixel window that bounds
+   its projection (from its local bounding box; the whole image for an infinite plane or a
+   box straddling the camera plane) and keep the nearest hit per pixel. Only the winner's
    index survives this pass: the selection is piecewise constant, so it needs no gradient.
 3. With autograd, recompute the intersection for the winning primitive of each foreground
    pixel only ((B*H*W) samples, not (B*K*H*W)): depth, local hit point, (u, v), normal, and a
@@ -47,8 +48,12 @@ from torch.utils.checkpoint import checkpoint
 
 from .camera import PinholeCamera
 from .primitives import (
+    BOX,
+    CAPSULE,
+    CYLINDER,
     PLANE,
     RECT,
+    SPHERE,
     Primitive,
     intersect,
     silhouette_distance,
@@ -552,11 +557,6 @@ def _hard(
     """
     dtype, device = o.dtype, o.device
     P = H * W
-    planar = [k for k, c in enumerate(codes) if c in (PLANE, RECT)]
-    groups: dict[int, list[int]] = {}
-    for k, c in enumerate(codes):
-        if c not in (PLANE, RECT):
-            groups.setdefault(c, []).append(k)
     code_tab = torch.tensor(codes, dtype=torch.long, device=device)
 
     plan_tab, gen_tab, Wf, NXf, NYf, Ad, od, hd, dxd, dyd = _tables(
@@ -576,55 +576,32 @@ def _hard(
     else:
         nb, rows = 1, max(1, px_chunk // W)
     if oid is None:
-        oid = torch.empty(B, H, W, dtype=torch.long, device=device)
-        compute_ids = True
-    else:
-        compute_ids = False
+        with torch.no_grad():
+            oid = _nearest(Wf, NXf, NYf, Ad, od, hd, dxd, dyd, fx, fy, cx, cy, codes, w0, px_chunk)
+    if geometry_only:
+        return oid, None
     out_pix, out_k, out_u, out_v, out_d, out_s = [], [], [], [], [], []
     for b0 in range(0, B, nb):
         b1 = min(B, b0 + nb)
         for r0 in range(0, H, rows):
             r1 = min(H, r0 + rows)
-            if compute_ids:
-                with torch.no_grad():
-                    best_k = _nearest(
-                        b0,
-                        b1,
-                        r0,
-                        r1,
-                        xs,
-                        ys,
-                        Wf,
-                        NXf,
-                        NYf,
-                        codes,
-                        planar,
-                        groups,
-                        Ad,
-                        od,
-                        hd,
-                        dxd,
-                        dyd,
-                        w0,
-                    )
-                oid[b0:b1, r0:r1] = best_k
-            else:
-                best_k = oid[b0:b1, r0:r1]
-            if geometry_only:
-                continue
+            best_k = oid[b0:b1, r0:r1]
+            # foreground pixels (one pass over the chunk), then split by kind on that list
             kq = best_k.reshape(-1)
-            code_pix = code_tab[kq.clamp(min=0)].masked_fill_(kq < 0, -1)
+            q_fg = (kq >= 0).nonzero().squeeze(1)
+            k_fg = kq[q_fg]
+            code_fg = code_tab[k_fg]
             nbh = (r1 - r0) * W
             for code in sorted(set(codes)):
-                q = (code_pix == code).nonzero().squeeze(1)
-                if q.numel() == 0:
+                sel = (code_fg == code).nonzero().squeeze(1)
+                if sel.numel() == 0:
                     continue
+                q, k = q_fg[sel], k_fg[sel]
                 bl = q // nbh
                 rem = q - bl * nbh
                 row = rem // W + r0
                 col = rem - (row - r0) * W
                 b = bl + b0
-                k = kq[q]
                 bk = b * K + k
                 x = xs[col]
                 y = ys[row]
@@ -666,8 +643,6 @@ def _hard(
                 out_v.append(v)
                 out_d.append(depth)
                 out_s.append(shade)
-    if geometry_only:
-        return oid, None
     depth_img = torch.zeros(B * P, dtype=dtype, device=device)
     if not out_pix:
         e = torch.zeros(0, dtype=dtype, device=device)
@@ -679,45 +654,142 @@ def _hard(
     return oid, depth_img, (pix, torch.cat(out_k), torch.cat(out_u), torch.cat(out_v), shade)
 
 
-def _nearest(b0, b1, r0, r1, xs, ys, Wf, NXf, NYf, codes, planar, groups, A, o, h, dx, dy, w0):
-    """No-grad nearest hit for images b0:b1, rows r0:r1 -> (nb, rows, W) primitive index or -1.
+def _nearest(Wf, NXf, NYf, A, o, h, dx, dy, fx, fy, cx, cy, codes, w0, px_chunk):
+    """No-grad nearest hit -> (B, H, W) primitive index or -1.
 
     Compares inverse depth (larger = nearer), starting from the layer's ``w0`` (B|1, H, W)
-    when there is one (else 0: nothing); planar primitives use their affine forms (three
-    broadcast adds per pixel), the others the analytic ``intersect``.
+    when there is one (else 0: nothing). Each primitive is tested only inside a pixel window
+    that contains its projection (``_pixel_windows``): moving bodies usually cover a small
+    part of the image. Planar primitives use their affine forms (three broadcast adds per
+    pixel), the others the analytic ``intersect``; at most ``px_chunk`` pixels at a time.
+    Shapes as returned by ``_tables``; fx, fy, cx, cy (B,).
     """
-    x = xs.view(1, 1, -1)
-    y = ys[r0:r1].view(1, -1, 1)
-    shape = (b1 - b0, r1 - r0, xs.shape[0])
+    B, K = Wf.shape[:2]
+    H, W = dy.shape[1], dx.shape[1]
+    dtype, device = dx.dtype, dx.device
     if w0 is None:
-        best_w = torch.zeros(shape, dtype=xs.dtype, device=xs.device)
+        best_w = torch.zeros(B, H, W, dtype=dtype, device=device)
     else:
-        best_w = (w0 if w0.shape[0] == 1 else w0[b0:b1])[:, r0:r1].expand(shape)
-    best_k = torch.full(shape, -1, dtype=torch.long, device=xs.device)
+        best_w = w0.expand(B, H, W).clone()
+    best_k = torch.full((B, H, W), -1, dtype=torch.long, device=device)
+    # planar primitives first, then the others grouped by kind (the order ties resolve in)
+    order = [k for k, c in enumerate(codes) if c in (PLANE, RECT)]
+    order += sorted(set(range(K)) - set(order), key=lambda k: (codes.index(codes[k]), k))
+    for k in order:
+        code = codes[k]
+        y0, x0, hk, wk = _pixel_windows(code, A[:, k], o[:, k], h[:, k], fx, fy, cx, cy, H, W)
+        if hk == 0 or wk == 0:
+            continue  # off-screen or behind the camera in every image
+        nb = max(1, min(B, px_chunk // (hk * wk)))
+        for b0 in range(0, B, nb):
+            b1 = min(B, b0 + nb)
+            rows = y0[b0:b1, None] + torch.arange(hk, device=device)  # (nb, hk)
+            cols = x0[b0:b1, None] + torch.arange(wk, device=device)  # (nb, wk)
+            if code in (PLANE, RECT):
+                x = (cols.to(dtype) + 0.5).unsqueeze(1)
+                y = (rows.to(dtype) + 0.5).unsqueeze(2)
 
-    def ev(F, k):
-        f = F[b0:b1, k]
-        return (f[:, 0].view(-1, 1, 1) * x + f[:, 2].view(-1, 1, 1)) + f[:, 1].view(-1, 1, 1) * y
+                def ev(F, k=k, b0=b0, b1=b1, x=x, y=y):
+                    f = F[b0:b1, k].view(-1, 3, 1, 1)
+                    return (f[:, 0] * x + f[:, 2]) + f[:, 1] * y
 
-    for k in planar:
-        w = ev(Wf, k)
-        if codes[k] == RECT:
-            hit = torch.maximum(ev(NXf, k).abs_(), ev(NYf, k).abs_()) < w
-        else:
-            hit = w > 0
-        better = hit & (w > best_w)
-        best_w = torch.where(better, w, best_w)
-        best_k.masked_fill_(better, k)
-    for code, ks in groups.items():
-        d = _local_dirs(A[b0:b1, ks], dx[b0:b1], dy[b0:b1, r0:r1])
-        t, hit = intersect(code, o[b0:b1, ks, None, None], d, h[b0:b1, ks, None, None])
-        w = torch.where(hit, 1.0 / t, torch.zeros_like(t))
-        wmax, kmax = w.max(dim=1)
-        kmax = torch.tensor(ks, device=w.device)[kmax]
-        better = wmax > best_w  # wmax = 0 where no primitive of the group is hit
-        best_w = torch.where(better, wmax, best_w)
-        best_k = torch.where(better, kmax, best_k)
+                w = ev(Wf)
+                if code == RECT:
+                    hit = torch.maximum(ev(NXf).abs_(), ev(NYf).abs_()) < w
+                else:
+                    hit = w > 0
+            else:
+                d = _local_dirs(
+                    A[b0:b1, k : k + 1], dx[b0:b1].gather(1, cols), dy[b0:b1].gather(1, rows)
+                )
+                t, hit = _intersect_culled(
+                    code, o[b0:b1, k, None, None, None], d, h[b0:b1, k, None, None, None]
+                )
+                hit, t = hit[:, 0], t[:, 0]
+                w = torch.where(hit, 1.0 / t, torch.zeros_like(t))
+            # merge: gather / scatter along each image's flat pixels (a window lies inside it)
+            idx = (rows.unsqueeze(2) * W + cols.unsqueeze(1)).view(b1 - b0, -1)
+            img_w, img_k = best_w.view(B, -1)[b0:b1], best_k.view(B, -1)[b0:b1]
+            cur_w, cur_k = img_w.gather(1, idx), img_k.gather(1, idx)
+            w = w.reshape(b1 - b0, -1)
+            better = hit.reshape(b1 - b0, -1) & (w > cur_w)
+            img_w.scatter_(1, idx, torch.where(better, w, cur_w))
+            img_k.scatter_(1, idx, torch.where(better, k, cur_k))
     return best_k
+
+
+def _intersect_culled(code, o, d, h):
+    """``intersect`` without autograd, the same values; cylinders and capsules are tested
+    exactly only on the rays that pass near their axis line (a cheap test: the others miss
+    the infinite cylinder of radius r that contains them), which in a window around a thin
+    pole is a small fraction. o, h (..., 3) broadcast against d (..., 3)."""
+    if code not in (CYLINDER, CAPSULE):
+        return intersect(code, o, d, h)
+    ox, oy, r = o[..., 0], o[..., 1], h[..., 0]
+    dx, dy = d[..., 0], d[..., 1]
+    a = dx * dx + dy * dy
+    b = ox * dx + oy * dy
+    c = ox * ox + oy * oy - r * r
+    # real roots of |xy(t)|^2 = r^2, with a generous margin: the exact test decides
+    near = b * b - a * c >= -1e-3 * (b * b + (a * c).abs())
+    q = near.nonzero(as_tuple=True)
+    t = torch.ones_like(a)
+    hit = torch.zeros_like(near)
+    t[q], hit[q] = intersect(code, o.expand_as(d)[q], d[q], h.expand_as(d)[q])
+    return t, hit
+
+
+def _pixel_windows(code, A, o, h, fx, fy, cx, cy, H, W):
+    """Pixel windows that contain every pixel whose ray can hit one primitive, per image.
+
+    The primitive lies in its local box of half extents ``e``; when all 8 corners are in
+    front of the camera, the projection of the box is the convex hull of the projected
+    corners (a perspective projection keeps convexity for z > 0), so their pixel bounds,
+    plus a one-pixel margin for rounding, bound its silhouette. Otherwise (or for an infinite
+    plane) the window is the whole image.
+
+    Args: A (B, 3, 3) local_from_camera; o, h (B, 3) camera centre in the local frame and half
+    sizes; fx, fy, cx, cy (B,).
+
+    Returns:
+        y0, x0: (B,) long first row and column of each image's window; hk, wk: the common
+        window size (int; 0 when the primitive is off-screen in every image). Windows are
+        moved inside the image where they would stick out.
+    """
+    B, device = A.shape[0], A.device
+    if code == PLANE:
+        zero = torch.zeros(B, dtype=torch.long, device=device)
+        return zero, zero, H, W
+    r, hl = h[:, :1], h[:, 1:2]
+    if code in (BOX, RECT):  # a rectangle's h_z is 0
+        e = h
+    elif code == SPHERE:
+        e = r.expand(B, 3)
+    else:
+        e = torch.cat([r, r, hl + r if code == CAPSULE else hl], 1)
+    signs = torch.tensor(
+        [[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)],
+        dtype=A.dtype,
+        device=device,
+    )
+    corners = signs * e.unsqueeze(1) - o.unsqueeze(1)  # (B, 8, 3), relative to the camera
+    pc = corners @ A  # camera frame: A^T (p - o), as rows
+    z = pc[..., 2]
+    zs = torch.where(z > 0, z, torch.ones_like(z))
+    px = fx.unsqueeze(1) * pc[..., 0] / zs + cx.unsqueeze(1)
+    py = fy.unsqueeze(1) * pc[..., 1] / zs + cy.unsqueeze(1)
+    ok = (z > 0).all(1) & torch.isfinite(px).all(1) & torch.isfinite(py).all(1)
+
+    def bounds(p, n):
+        # pixel j's ray passes through j + 0.5: j in [ceil(min - 0.5), floor(max - 0.5)]
+        lo = torch.where(ok, torch.floor(p.amin(1) - 0.5) - 1, 0.0).clamp(0, n)
+        hi = torch.where(ok, torch.ceil(p.amax(1) - 0.5) + 1, n - 1.0).clamp(-1, n - 1)
+        size = int((hi - lo + 1).clamp(min=0).max())
+        return torch.minimum(lo, torch.full_like(lo, n - size)).long(), size
+
+    y0, hk = bounds(py, H)
+    x0, wk = bounds(px, W)
+    return y0, x0, hk, wk
 
 
 def _local_dirs(A, dx, dy):
