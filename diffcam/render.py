@@ -420,9 +420,9 @@ def _render(
         A, o, h, fx, fy, cx, cy, codes, uv_scale, light, B, K, H, W, max_chunk, w0=w0
     )
     pix, slot, u, v, shade = samples
-    if pix.numel() == 0:
-        img = bg.permute(0, 2, 1).expand(B, 3, P).reshape(B, 3, H, W)
-        return img, depth.view(B, 1, H, W), oid
+    if pix.numel() == 0:  # a copy: never a view of a pre-rendered layer the caller keeps
+        img = bg.permute(0, 2, 1).expand(B, 3, P).clone(memory_format=torch.contiguous_format)
+        return img.view(B, 3, H, W), depth.view(B, 1, H, W), oid
     meta0 = (atlas.offset[slot, 0], atlas.width[slot, 0], atlas.height[slot, 0], atlas.repeat[slot])
     meta1 = blend = None
     if mipmap and atlas.offset.shape[1] > 1:

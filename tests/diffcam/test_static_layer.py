@@ -310,3 +310,15 @@ def test_scene_cache_follows_static_poses_and_in_place_edits(scene_tools, tmp_pa
     torch.testing.assert_close(
         scene.render(moved), scene.render(moved, static_cache=False), rtol=0, atol=1e-12
     )
+
+
+def test_scene_output_never_aliases_the_cached_layer():
+    """Nothing moving in view at batch size 1: the image is the layer's pixels, but a copy."""
+    scene, state = _pendulum_cart(torch.float64, batch_size=1, steps=0)
+    pos = state.position.clone()
+    pos[:, scene._dynamic, 2] += 100.0  # far above the camera's view
+    away = state.replace(position=pos)
+    first = scene.render(away)
+    assert (scene.render_buffers(away).object_id >= 0).all()  # static bodies fill the view
+    first.mul_(0.0)
+    torch.testing.assert_close(scene.render(away), scene.render(away, static_cache=False))
