@@ -349,13 +349,13 @@ def _edge_planes_sd(o, d, starts, dirs, centre_sign_ref, active, A, fx, fy):
     gy = n_cam[..., 1] / fy.unsqueeze(-1)
     norm = safe_sqrt(gx * gx + gy * gy)
     norm = torch.where(norm > 0, norm, torch.ones_like(norm))
-    val = (d.unsqueeze(3) * n.unsqueeze(2)).sum(-1)  # (B, K, P, E)
+    val = d @ n.transpose(-1, -2)  # (B, K, P, E): n_e . d, a matmul (not a (P, E, 3) product)
     sd = val / norm.unsqueeze(2)
     sd = torch.where(active.unsqueeze(2), sd, torch.full_like(sd, _BIG))
     return sd.amin(-1)
 
 
-def silhouette_distance(code, o, d, h, A, fx, fy, f_mean):
+def silhouette_distance(code, o, d, h, A, fx, fy, f_mean, distance_only=False):
     """Signed distance (pixels, > 0 inside) to the primitive's silhouette, plus the depth used
     for front-to-back ordering and a local point whose (u, v) colours the sample.
 
@@ -367,7 +367,8 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean):
         A: (B, K, 3, 3) local_from_camera rotations; fx, fy, f_mean: (B, 1) focal lengths.
 
     Returns:
-        sd (B, K, P) pixels; depth (B, K, P) (m); point (B, K, P, 3) local.
+        sd (B, K, P) pixels; depth (B, K, P) (m); point (B, K, P, 3) local. With
+        ``distance_only`` (the cheap form for finding where sd matters): sd, None, None.
 
     Rectangles and boxes use exact distances to the projected edge lines (min over silhouette
     edges: exact inside, a slight under-estimate outside near corners). Spheres and capsules use
@@ -376,14 +377,17 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean):
     """
     oo = o.unsqueeze(2)
     hh = h.unsqueeze(2)
-    t_hit, hit = intersect(code, oo, d, hh)
+    # the ray hit only sets depth and point: a distance-only call skips it
+    t_hit, hit = (None, None) if distance_only else intersect(code, oo, d, hh)
     eps = _eps_t(d)
     fm = f_mean.unsqueeze(-1)
     if code in (PLANE, RECT):
-        t_pl = safe_div(-oo[..., 2], d[..., 2])
-        front = t_pl > eps
-        depth = torch.where(front, t_pl, torch.full_like(t_pl, _BIG))
-        point = oo + torch.where(front, t_pl, torch.zeros_like(t_pl)).unsqueeze(-1) * d
+        depth = point = None
+        if not distance_only:
+            t_pl = safe_div(-oo[..., 2], d[..., 2])
+            front = t_pl > eps
+            depth = torch.where(front, t_pl, torch.full_like(t_pl, _BIG))
+            point = oo + torch.where(front, t_pl, torch.zeros_like(t_pl)).unsqueeze(-1) * d
         if code == PLANE:
             n_cam = A[..., 2, :]  # local z axis in camera coordinates (row of A)
             gx, gy = n_cam[..., 0] / fx, n_cam[..., 1] / fy
@@ -424,6 +428,8 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean):
         dirs = torch.stack(dirs, 2)
         active = torch.stack(active, 2)
         sd = _edge_planes_sd(o, d, starts, dirs, torch.zeros_like(o), active, A, fx, fy)
+        if distance_only:
+            return sd, None, None
         tc = safe_div(-_dot(oo, d), _dot(d, d))
         depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, torch.full_like(tc, _BIG)))
         point = oo + torch.where(hit, t_hit, tc.clamp(min=0)).unsqueeze(-1) * d
@@ -435,6 +441,8 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean):
         front = tc > eps
         tc_s = torch.where(front, tc, torch.ones_like(tc))
         sd = torch.where(front, (r - safe_sqrt(_dot(q, q))) * fm / tc_s, torch.full_like(tc, -_BIG))
+        if distance_only:
+            return sd, None, None
         depth = torch.where(hit, t_hit, torch.where(front, tc, torch.full_like(tc, _BIG)))
         point = torch.where(hit.unsqueeze(-1), oo + t_hit.unsqueeze(-1) * d, q)
         return sd, depth, point
@@ -470,6 +478,8 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean):
             py = oo[..., 1] + tcap_s * d[..., 1]
             sd_cap = torch.where(ok, (r - safe_sqrt(px * px + py * py)) * fm / tcap_s, -_BIG)
             sd = torch.maximum(sd, sd_cap)
+    if distance_only:
+        return sd, None, None
     depth = torch.where(hit, t_hit, torch.where(front, t_seg, torch.full_like(t_seg, _BIG)))
     point = torch.where(hit.unsqueeze(-1), oo + t_hit.unsqueeze(-1) * d, q)
     return sd, depth, point

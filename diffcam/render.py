@@ -15,8 +15,11 @@ Pipeline (hard edges, ``edge_softness = 0``):
 
 Soft edges (``edge_softness = sigma > 0``): every primitive gets a coverage
 ``alpha = sigmoid(signed silhouette distance in pixels / sigma)`` and a colour at every pixel;
-these are composited front to back in depth order. This path is (B, K, H, W)-sized with
-autograd; it is chunked over rows with activation checkpointing when large.
+these are composited front to back in depth order. A no-grad pass of the silhouette distance
+finds, per primitive, a pixel window outside which its coverage is below sigmoid(-17) (float32)
+or sigmoid(-37) (float64) and is taken as exactly 0 (``_SOFT_TAIL``); colours, depths and
+coverage are computed with autograd only inside the windows, in batch chunks with activation
+checkpointing when large, and composited on the union of the windows.
 
 Planar primitives (rectangles, planes) are homographies of the image: their hit test, depth
 and (u, v) are ratios of affine functions of the pixel coordinates, evaluated from a few
@@ -850,69 +853,159 @@ def _mip_level(uv, idx, k, best_k, atlas, B, H, W):
     return torch.log2(rho.clamp(min=1.0))
 
 
+# Soft coverage sigmoid(sd / sigma) is treated as exactly 0 where sd <= -_SOFT_TAIL * sigma:
+# sigmoid(-17) = 4.1e-8 (below float32's half ulp of 1, 6e-8), sigmoid(-37) = 8.5e-17 (below
+# float64's, 1.1e-16). Per pixel this changes the image by at most K * sigmoid(-tail) times the
+# largest colour difference, and d(coverage)/d(sd) there by at most sigmoid(-tail) / sigma.
+_SOFT_TAIL = {torch.float16: 10.0, torch.bfloat16: 10.0, torch.float32: 17.0, torch.float64: 37.0}
+
+
 def _soft(
     A, o, h, dxp, dyp, fx, fy, groups, atlas, uv_scale, light, bg, sigma, B, K, H, W, max_chunk, w0
 ):
     """Soft silhouettes, composited front to back over ``bg``; returns (B*H*W, 3).
 
-    ``w0`` (B|1, H, W): inverse depth of a pre-rendered layer (``bg``) or None; primitive
-    samples at or behind it get coverage 0, as the hard test would hide them.
+    Shapes: A (B, K, 3, 3); o, h (B, K, 3); dxp (B, W), dyp (B, H) camera ray slopes; fx, fy
+    (B,) pixels; uv_scale (K, 2); bg (B|1, H*W, 3); ``w0`` (B|1, H, W): inverse depth (1/m) of
+    a pre-rendered layer (``bg``) or None; primitive samples at or behind it get coverage 0,
+    as the hard test would hide them.
+
+    Each primitive is evaluated (with autograd) only inside a pixel window per image (a common
+    size over the batch, as in ``_nearest``) that holds every pixel where its silhouette
+    distance exceeds ``-_SOFT_TAIL * sigma``: found by a no-grad pass of the same
+    ``silhouette_distance``, so the bound holds whatever the shape (sharp polygon corners
+    included). Outside its window a primitive's coverage is exactly 0 instead of below
+    sigmoid(-_SOFT_TAIL) (see there for the error bound); pixels outside every window are
+    the background. Only the union of the windows is composited.
     """
+    dtype, device = o.dtype, o.device
+    P = H * W
     f_mean = (0.5 * (fx + fy)).unsqueeze(1)
     fx1, fy1 = fx.unsqueeze(1), fy.unsqueeze(1)
-    bgv = bg.expand(B, H * W, 3).view(B, H, W, 3)
-
-    def chunk(r0, r1, A, o, h, dxp, dyp, texels, uv_scale, bgc, w0c):
-        atlas.texels = texels
-        hh = r1 - r0
-        alphas, depths, colors = [], [], []
-        for code, ks in groups.items():
-            d = _local_dirs(A[:, ks], dxp, dyp[:, r0:r1]).reshape(B, len(ks), hh * W, 3)
-            sd, depth, pt = silhouette_distance(
-                code, o[:, ks], d, h[:, ks], A[:, ks], fx1, fy1, f_mean
-            )
-            hg = h[:, ks].unsqueeze(2)
-            u, v = surface_uv(code, pt, hg)
-            kk = torch.tensor(ks, device=o.device)
-            sc = uv_scale[kk].view(1, -1, 1, 2)
-            slot = kk.view(1, -1, 1).expand(B, len(ks), hh * W).reshape(-1)
-            col = atlas.sample(
-                slot, (u * sc[..., 0]).reshape(-1), (v * sc[..., 1]).reshape(-1), None
-            ).view(B, len(ks), hh * W, 3)
-            if light is not None:
-                ll = light[2][:, ks].unsqueeze(2)
-                col = _shade(col, code, pt, d, ll, hg, light)
-            alphas.append(torch.sigmoid(sd / sigma))
-            depths.append(depth)
-            colors.append(col)
-        alpha = torch.cat(alphas, 1)  # (B, K, n)
-        depth = torch.cat(depths, 1)
-        color = torch.cat(colors, 1)
-        if w0c is not None:  # depth * w0 < 1 <=> nearer than the layer (0 where it is empty)
-            visible = depth * w0c.reshape(w0c.shape[0], 1, -1) < 1
-            alpha = torch.where(visible, alpha, torch.zeros_like(alpha))
-        order = depth.argsort(dim=1)
-        alpha = alpha.gather(1, order)
-        color = color.gather(1, order.unsqueeze(-1).expand_as(color))
-        trans = torch.cumprod(1.0 - alpha, dim=1)
-        before = torch.cat([torch.ones_like(trans[:, :1]), trans[:, :-1]], 1)
-        w = (alpha * before).unsqueeze(-1)
-        out = (w * color).sum(1) + trans[:, -1:].transpose(1, 2) * bgc.reshape(B, -1, 3)
-        return out.view(B, hh, W, 3)
-
-    rows = max(1, min(H, max_chunk // max(1, 16 * B * K * W)))
+    code_of = {k: code for code, ks in groups.items() for k in ks}
+    windows = _soft_windows(
+        A, o, h, dxp, dyp, fx1, fy1, f_mean, groups, sigma * _SOFT_TAIL[dtype], max_chunk
+    )
+    bg_flat = bg.expand(B, P, 3).reshape(B * P, 3)
+    work = 16 * B * sum(hk * wk for _, _, hk, wk in windows.values())
+    use_ckpt = work > max_chunk and torch.is_grad_enabled()
     texels = atlas.texels
-    outs = []
-    for r0 in range(0, H, rows):
-        r1 = min(H, r0 + rows)
-        w0c = None if w0 is None else w0[:, r0:r1]
-        args = (r0, r1, A, o, h, dxp, dyp, texels, uv_scale, bgv[:, r0:r1], w0c)
-        if rows < H and torch.is_grad_enabled():
-            outs.append(checkpoint(chunk, *args, use_reentrant=False))
-        else:
-            outs.append(chunk(*args))
+
+    def piece(k, b0, b1, rows, cols, A, o, h, dxp, dyp, texels, uv_scale, w0c):
+        """Coverage (nb, n), depth (nb, n), colour (nb, n, 3) of primitive k on the window
+        rows x cols (nb, hk) x (nb, wk) of images b0:b1."""
+        atlas.texels = texels  # an explicit input, so that checkpoint re-runs see it
+        code, nb = code_of[k], b1 - b0
+        d = _local_dirs(A[b0:b1, k : k + 1], dxp[b0:b1].gather(1, cols), dyp[b0:b1].gather(1, rows))
+        d = d.reshape(nb, 1, -1, 3)
+        ok, hk_ = o[b0:b1, k : k + 1], h[b0:b1, k : k + 1]
+        sd, depth, pt = silhouette_distance(
+            code, ok, d, hk_, A[b0:b1, k : k + 1], fx1[b0:b1], fy1[b0:b1], f_mean[b0:b1]
+        )
+        hg = hk_.unsqueeze(2)
+        u, v = surface_uv(code, pt, hg)
+        n = d.shape[2]
+        slot = torch.full((nb * n,), k, dtype=torch.long, device=device)
+        col = atlas.sample(
+            slot, (u * uv_scale[k, 0]).reshape(-1), (v * uv_scale[k, 1]).reshape(-1), None
+        ).view(nb, 1, n, 3)
+        if light is not None:
+            col = _shade(col, code, pt, d, light[2][b0:b1, k : k + 1].unsqueeze(2), hg, light)
+        alpha = torch.sigmoid(sd / sigma)
+        if w0c is not None:  # depth * w0 < 1 <=> nearer than the layer (0 where it is empty)
+            alpha = torch.where(depth * w0c.unsqueeze(1) < 1, alpha, torch.zeros_like(alpha))
+        return alpha[:, 0], depth[:, 0], col[:, 0]
+
+    pids, slots, alphas, depths, colors = [], [], [], [], []
+    for k, (y0, x0, hk, wk) in windows.items():
+        if hk == 0 or wk == 0:
+            continue  # coverage below the bound in every pixel of every image
+        nb = max(1, min(B, max_chunk // max(1, 16 * hk * wk)))
+        for b0 in range(0, B, nb):
+            b1 = min(B, b0 + nb)
+            rows = y0[b0:b1, None] + torch.arange(hk, device=device)  # (nb, hk)
+            cols = x0[b0:b1, None] + torch.arange(wk, device=device)  # (nb, wk)
+            idx = (rows.unsqueeze(2) * W + cols.unsqueeze(1)).view(b1 - b0, -1)
+            w0c = None
+            if w0 is not None:
+                w0c = w0.expand(B, H, W)[b0:b1].reshape(b1 - b0, -1).gather(1, idx)
+            args = (k, b0, b1, rows, cols, A, o, h, dxp, dyp, texels, uv_scale, w0c)
+            if use_ckpt:
+                alpha, depth, col = checkpoint(piece, *args, use_reentrant=False)
+            else:
+                alpha, depth, col = piece(*args)
+            pid = idx + (torch.arange(b0, b1, device=device) * P).unsqueeze(1)
+            pids.append(pid.reshape(-1))
+            slots.append(torch.full((pid.numel(),), k, dtype=torch.long, device=device))
+            alphas.append(alpha.reshape(-1))
+            depths.append(depth.reshape(-1))
+            colors.append(col.reshape(-1, 3))
     atlas.texels = texels
-    return torch.cat(outs, 1).reshape(B * H * W, 3)
+    if not pids:  # a copy: never a view of a pre-rendered layer the caller keeps
+        return bg_flat.clone(memory_format=torch.contiguous_format)
+    # the union of the windows as a list of N flat pixels, and each sample's row in it
+    pid = torch.cat(pids)
+    mark = torch.zeros(B * P, dtype=torch.bool, device=device)
+    mark[pid] = True
+    q = mark.nonzero().squeeze(1)
+    row_of = torch.empty(B * P, dtype=torch.long, device=device)
+    row_of[q] = torch.arange(q.numel(), device=device)
+    at = (row_of[pid], torch.cat(slots))
+    N = q.numel()
+    # a primitive not evaluated at a pixel: coverage 0, behind everything
+    alpha = torch.zeros(N, K, dtype=dtype, device=device).index_put(at, torch.cat(alphas))
+    depth = torch.full((N, K), _FAR, dtype=dtype, device=device).index_put(at, torch.cat(depths))
+    color = torch.zeros(N, K, 3, dtype=dtype, device=device).index_put(at, torch.cat(colors))
+    order = depth.argsort(dim=1)
+    alpha = alpha.gather(1, order)
+    color = color.gather(1, order.unsqueeze(-1).expand_as(color))
+    trans = torch.cumprod(1.0 - alpha, dim=1)
+    before = torch.cat([torch.ones_like(trans[:, :1]), trans[:, :-1]], 1)
+    out = ((alpha * before).unsqueeze(-1) * color).sum(1) + trans[:, -1:] * bg_flat[q]
+    return bg_flat.index_copy(0, q, out)
+
+
+_FAR = 1e30  # depth of a primitive not evaluated at a pixel (sorts last; coverage 0 there)
+
+
+def _soft_windows(A, o, h, dxp, dyp, fx1, fy1, f_mean, groups, margin, max_chunk):
+    """No-grad: per primitive k, {k: (y0, x0, hk, wk)} as ``_pixel_windows`` returns them, a
+    window per image (common size) holding every pixel where ``silhouette_distance`` exceeds
+    ``-margin`` (pixels). Shapes as in ``_soft``; fx1, fy1, f_mean (B, 1)."""
+    B = A.shape[0]
+    H, W = dyp.shape[1], dxp.shape[1]
+    device = A.device
+    out = {}
+    with torch.no_grad():
+        for code, ks in groups.items():
+            rows = max(1, min(H, max_chunk // max(1, 16 * B * len(ks) * W)))
+            near_r, near_c = [], torch.zeros(B, len(ks), W, dtype=torch.bool, device=device)
+            for r0 in range(0, H, rows):
+                r1 = min(H, r0 + rows)
+                d = _local_dirs(A[:, ks], dxp, dyp[:, r0:r1]).reshape(B, len(ks), -1, 3)
+                sd, _, _ = silhouette_distance(
+                    code, o[:, ks], d, h[:, ks], A[:, ks], fx1, fy1, f_mean, distance_only=True
+                )
+                near = (sd > -margin).view(B, len(ks), r1 - r0, W)
+                near_r.append(near.any(3))
+                near_c |= near.any(2)
+            near_r = torch.cat(near_r, 2)
+            for j, k in enumerate(ks):
+                y0, hk = _mask_bounds(near_r[:, j])
+                x0, wk = _mask_bounds(near_c[:, j])
+                out[k] = (y0, x0, hk, wk)
+    return out
+
+
+def _mask_bounds(mask):
+    """First index (B,) long and common length (int) of windows that hold each image's True
+    entries of ``mask`` (B, n), moved inside [0, n) (0 when no image has any)."""
+    n = mask.shape[1]
+    i = torch.arange(n, device=mask.device)
+    lo = torch.where(mask, i, n).amin(1)
+    hi = torch.where(mask, i, -1).amax(1)
+    size = int((hi - lo + 1).clamp(min=0).max())
+    return torch.minimum(lo, torch.full_like(lo, n - size)), size
 
 
 # ---------------------------------------------------------------------------- dense path
