@@ -12,16 +12,24 @@ Cases (gradients to textures and poses in every fwd_bwd):
   diffcam_soft5           diffcam_rect5 with edge_softness = 1 px (eager)
   plain_rect5             benchmarks/plain_reference_render.py on the diffcam_rect5 scene
                           (also reports how far its image is from diffcam's)
+  pendulum_cart_b{B}_{cached|uncached}
+                          ``Scene.render`` of scenes/pendulum_cart.toml (7 bodies: 5 static,
+                          cart and pole moving; 288 x 96, lit) at B = 1, 16 and 201 (201 = a
+                          2-s video at 100 Hz batched over time: the frames of a rollout), with
+                          the Scene's cached static layer or without it (``static_cache=False``);
+                          ``--backend`` picks the renderer backend. Its fwd_bwd back-propagates
+                          a fixed random image gradient (no loss) to the poses of all bodies.
 
-Times are medians over ``--repeats`` runs after ``--warmup`` runs; ``mpix_per_s`` counts output
-pixels (B * H * W) per second of forward+backward. ``*_cpu_ms`` is process CPU time (all
+Times are medians (and minima, ``*_min_ms``: the steadier figure on a shared machine) over
+``--repeats`` runs after ``--warmup`` runs; ``mpix_per_s`` counts output pixels (B * H * W) per
+second of forward+backward. ``*_cpu_ms`` is process CPU time (all
 threads), a steadier figure than wall-clock on a shared machine (equal to wall-clock for
 ``--threads 1`` on an idle one). Peak memory: each case runs in its own
 subprocess and reports ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` after the runs minus the
 value before the first render (scene already built), i.e. the peak resident-set growth caused by
 rendering (tracemalloc does not see torch's allocations).
 
-Usage: python benchmarks/bench_render.py [--case NAME] [--repeats N] [--threads T]
+Usage: python benchmarks/bench_render.py [--case NAME] [--repeats N] [--threads T] [--backend B]
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ CASES = [
     "diffcam_mixed5_compile",
     "diffcam_soft5",
     "plain_rect5",
-]
+] + [f"pendulum_cart_b{b}_{m}" for b in (1, 16, 201) for m in ("cached", "uncached")]
 
 
 def _rot_z(a):
@@ -106,15 +114,51 @@ def scene(kind: str):
     return cam, prims, R.requires_grad_(), p.clone().requires_grad_(), textures
 
 
-def run_case(case: str, repeats: int, warmup: int) -> dict:
+def pendulum_cart(batch: int, cached: bool, backend: str):
+    """``Scene.render`` of the pendulum-cart at ``batch`` frames of a 2-s rollout -> (forward,
+    backward given the image, leaves, info)."""
+    import diffcam
+    from diffcam.scene import SCENES_DIR
+
+    scene = diffcam.load_scene(SCENES_DIR / "pendulum_cart.toml", batch_size=1)
+    steps = 200
+    force = 20.0 * torch.sin(2 * math.pi * 0.8 * 0.01 * torch.arange(steps)).view(steps, 1, 1)
+    with torch.no_grad():
+        traj = scene.rollout(steps, actions=force)
+    frames = torch.linspace(0, steps, batch).round().long() if batch > 1 else torch.tensor([100])
+    state = traj[frames, 0]  # time as the batch axis
+    rot = state.rotation.clone().requires_grad_()
+    pos = state.position.clone().requires_grad_()
+    posed = state.replace(rotation=rot, position=pos)
+    grad = torch.rand(batch, 3, scene.camera.height, scene.camera.width)
+
+    def fwd():
+        return scene.render(posed, static_cache=cached, backend=backend)
+
+    def bwd(img):
+        img.backward(grad)
+
+    info = {"H": scene.camera.height, "W": scene.camera.width, "prims": len(scene.primitives)}
+    moving = sum(not static for static in scene.world.is_static)
+    info.update(moving=moving, static_cache=cached, backend=backend)
+    return fwd, bwd, [rot, pos], info
+
+
+def run_case(case: str, repeats: int, warmup: int, backend: str = "eager") -> dict:
     import diffcam
 
+    extra = {"B": B, "H": H, "W": W}
+    if case.startswith("pendulum_cart"):
+        batch, mode = case.split("_")[2:]
+        fwd, bwd, leaves, info = pendulum_cart(int(batch[1:]), mode == "cached", backend)
+        extra = {"B": int(batch[1:]), **info}
+        return _timed(case, fwd, bwd, leaves, repeats, warmup, extra)
     kind = "mixed" if "mixed" in case else "rect"
     backend = "compile" if case.endswith("_compile") else "eager"
     cam, prims, R, p, textures = scene(kind)
     bg = torch.tensor([0.9, 0.9, 0.9])
     soft = 1.0 if case == "diffcam_soft5" else 0.0
-    extra = {}
+    extra.update(prims=len(prims), texture=TEX)
     if case == "plain_rect5":
         from plain_reference_render import plain_render
 
@@ -139,10 +183,20 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
                 cam, prims, R, p, background=bg, edge_softness=soft, backend=backend
             )
 
-    def fwd_bwd():
-        img = fwd()
+    def bwd(img):
         img.square().mean().backward()
-        for x in [R, p, *textures]:
+
+    result = _timed(case, fwd, bwd, [R, p, *textures], repeats, warmup, extra)
+    result["vs_mitsuba_86ms"] = round(result["fwd_bwd_ms"] / 86.0, 3)
+    return result
+
+
+def _timed(case, fwd, bwd, leaves, repeats, warmup, extra) -> dict:
+    """Time ``fwd()`` without autograd and ``bwd(fwd())``, clearing the leaves' gradients."""
+
+    def fwd_bwd():
+        bwd(fwd())
+        for x in leaves:
             x.grad = None
 
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -150,7 +204,7 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
     fwd_bwd()  # first call: torch.compile compiles here (reported, not timed below)
     with torch.no_grad():
         fwd()
-    extra["first_call_s"] = round(time.perf_counter() - t0, 1)
+    first_call_s = round(time.perf_counter() - t0, 1)
     tf, tb, cf, cb = [], [], [], []
     for i in range(warmup + repeats):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -166,22 +220,20 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
             cb.append(1e3 * (c2 - c1))
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     fb = statistics.median(tb)
+    n_pix = extra["B"] * extra["H"] * extra["W"]
     return {
         "bench": case,
-        "B": B,
-        "H": H,
-        "W": W,
-        "prims": len(prims),
-        "texture": TEX,
+        **extra,
         "forward_ms": round(statistics.median(tf), 2),
         "fwd_bwd_ms": round(fb, 2),
-        "mpix_per_s": round(B * H * W / (fb * 1e3), 2),
+        "forward_min_ms": round(min(tf), 2),
+        "fwd_bwd_min_ms": round(min(tb), 2),
+        "mpix_per_s": round(n_pix / (fb * 1e3), 2),
         "forward_cpu_ms": round(statistics.median(cf), 2),
         "fwd_bwd_cpu_ms": round(statistics.median(cb), 2),
         "peak_mem_mb": round((rss1 - rss0) / 1024, 1),
         "threads": torch.get_num_threads(),
-        "vs_mitsuba_86ms": round(fb / 86.0, 3),
-        **extra,
+        "first_call_s": first_call_s,
     }
 
 
@@ -193,15 +245,17 @@ def main():
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--backend", default="eager", help="renderer backend of pendulum_cart_*")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
     if a.case:
-        print(json.dumps(run_case(a.case, a.repeats, a.warmup)), flush=True)
+        print(json.dumps(run_case(a.case, a.repeats, a.warmup, a.backend)), flush=True)
         return
     for case in CASES:  # one subprocess each, so that max-RSS is per case
         cmd = [sys.executable, __file__, "--case", case, "--repeats", str(a.repeats)]
-        cmd += ["--warmup", str(a.warmup)] + (["--threads", str(a.threads)] if a.threads else [])
+        cmd += ["--warmup", str(a.warmup), "--backend", a.backend]
+        cmd += ["--threads", str(a.threads)] if a.threads else []
         subprocess.run(cmd, check=True)
 
 
