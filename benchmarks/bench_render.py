@@ -114,7 +114,7 @@ def scene(kind: str):
     return cam, prims, R.requires_grad_(), p.clone().requires_grad_(), textures
 
 
-def pendulum_cart(batch: int, cached: bool, backend: str):
+def pendulum_cart(batch: int, cached: bool, backend: str = "eager", edge_softness: float = 0.0):
     """``Scene.render`` of the pendulum-cart at ``batch`` frames of a 2-s rollout -> (forward,
     backward given the image, leaves, info)."""
     import diffcam
@@ -133,7 +133,9 @@ def pendulum_cart(batch: int, cached: bool, backend: str):
     grad = torch.rand(batch, 3, scene.camera.height, scene.camera.width)
 
     def fwd():
-        return scene.render(posed, static_cache=cached, backend=backend)
+        return scene.render(
+            posed, static_cache=cached, backend=backend, edge_softness=edge_softness
+        )
 
     def bwd(img):
         img.backward(grad)

@@ -9,20 +9,13 @@ import torch
 
 import diffcam
 
-from ._common import axis_angle
+from ._common import axis_angle, front_camera
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_windows_find_every_hit(dtype):
     g = torch.Generator().manual_seed(0)
-    cam = diffcam.PinholeCamera.look_at(
-        torch.tensor([0.0, -3.0, 0.5], dtype=dtype),
-        torch.zeros(3, dtype=dtype),
-        torch.tensor([0.0, 0.0, 1.0], dtype=dtype),
-        torch.tensor(50.0, dtype=dtype),
-        40,
-        30,
-    )
+    cam = front_camera(width=40, height=30, dtype=dtype, eye=(0.0, -3.0, 0.5), fov=50.0)
     prims = [
         diffcam.Primitive("plane", None),
         diffcam.Primitive("rectangle", [1.0, 0.6]),
