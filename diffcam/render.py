@@ -978,23 +978,51 @@ def _soft_windows(A, o, h, dxp, dyp, fx1, fy1, f_mean, groups, margin, max_chunk
     out = {}
     with torch.no_grad():
         for code, ks in groups.items():
-            rows = max(1, min(H, max_chunk // max(1, 16 * B * len(ks) * W)))
-            near_r, near_c = [], torch.zeros(B, len(ks), W, dtype=torch.bool, device=device)
-            for r0 in range(0, H, rows):
-                r1 = min(H, r0 + rows)
-                d = _local_dirs(A[:, ks], dxp, dyp[:, r0:r1]).reshape(B, len(ks), -1, 3)
-                sd, _, _ = silhouette_distance(
-                    code, o[:, ks], d, h[:, ks], A[:, ks], fx1, fy1, f_mean, distance_only=True
-                )
-                near = (sd > -margin).view(B, len(ks), r1 - r0, W)
-                near_r.append(near.any(3))
-                near_c |= near.any(2)
-            near_r = torch.cat(near_r, 2)
+            if code in (BOX, RECT):
+                near_r, near_c = _coarse_near(A, o, h, dxp, dyp, fx1, fy1, f_mean, code, ks, margin)
+            else:  # every pixel, in row chunks
+                rows = max(1, min(H, max_chunk // max(1, 16 * B * len(ks) * W)))
+                near_r, near_c = [], torch.zeros(B, len(ks), W, dtype=torch.bool, device=device)
+                for r0 in range(0, H, rows):
+                    r1 = min(H, r0 + rows)
+                    d = _local_dirs(A[:, ks], dxp, dyp[:, r0:r1]).reshape(B, len(ks), -1, 3)
+                    sd, _, _ = silhouette_distance(
+                        code, o[:, ks], d, h[:, ks], A[:, ks], fx1, fy1, f_mean, distance_only=True
+                    )
+                    near = (sd > -margin).view(B, len(ks), r1 - r0, W)
+                    near_r.append(near.any(3))
+                    near_c |= near.any(2)
+                near_r = torch.cat(near_r, 2)
             for j, k in enumerate(ks):
                 y0, hk = _mask_bounds(near_r[:, j])
                 x0, wk = _mask_bounds(near_c[:, j])
                 out[k] = (y0, x0, hk, wk)
     return out
+
+
+_COARSE = 4  # sample stride (pixels) of the no-grad distance pass for boxes and rectangles
+
+
+def _coarse_near(A, o, h, dxp, dyp, fx1, fy1, f_mean, code, ks, margin):
+    """Rows (B, Kg, H) and columns (B, Kg, W) that hold a pixel of primitives ``ks`` (boxes or
+    rectangles) with silhouette distance > -margin, from a sample grid of stride ``_COARSE``.
+
+    Their distance is a minimum of exact distances to lines in the image, so it is
+    1-Lipschitz in pixel coordinates: a pixel within s / sqrt(2) of its block's sample g has
+    sd(p) <= sd(g) + s / sqrt(2), and testing sd(g) > -(margin + s) marks every block that
+    may hold such a pixel (a superset: never fewer pixels than the full test).
+    """
+    B, H, W, s = A.shape[0], dyp.shape[1], dxp.shape[1], _COARSE
+    rc = (torch.arange(0, H, s, device=A.device) + s // 2).clamp(max=H - 1)
+    cc = (torch.arange(0, W, s, device=A.device) + s // 2).clamp(max=W - 1)
+    d = _local_dirs(A[:, ks], dxp[:, cc], dyp[:, rc]).reshape(B, len(ks), -1, 3)
+    sd, _, _ = silhouette_distance(
+        code, o[:, ks], d, h[:, ks], A[:, ks], fx1, fy1, f_mean, distance_only=True
+    )
+    near = (sd > -(margin + s)).view(B, len(ks), rc.numel(), cc.numel())
+    near_r = near.any(3).repeat_interleave(s, 2)[..., :H]
+    near_c = near.any(2).repeat_interleave(s, 2)[..., :W]
+    return near_r, near_c
 
 
 def _mask_bounds(mask):

@@ -158,3 +158,47 @@ def test_chunked_windows_match(monkeypatch):
         outs.append((img, *torch.autograd.grad(img.square().sum(), [rot, pos])))
     for a, b in zip(*outs, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["box", "rectangle"])
+def test_coarse_distance_pass_marks_every_near_row_and_column(kind):
+    """Boxes and rectangles find their windows from a sample grid (their distance is
+    1-Lipschitz in pixels): the rows and columns it marks include every one the per-pixel test
+    marks, for random poses (thin, oblique, partly off-screen)."""
+    from diffcam.primitives import silhouette_distance
+
+    dtype, B, H, W = torch.float64, 64, 37, 53  # sizes not multiples of the stride
+    g = torch.Generator().manual_seed(2)
+    size = [0.6, 0.05, 0.3] if kind == "box" else [0.6, 0.05]
+    prims = [diffcam.Primitive(kind, size)]
+    rot = axis_angle(2.0 * torch.randn(B, 1, 3, generator=g, dtype=dtype))
+    pos = torch.randn(B, 1, 3, generator=g, dtype=dtype) * torch.tensor([1.0, 0.5, 0.6])
+    seen = {}
+    orig = render_mod._coarse_near
+
+    def spy(A, o, h, dxp, dyp, fx1, fy1, f_mean, code, ks, margin):
+        seen["coarse"] = orig(A, o, h, dxp, dyp, fx1, fy1, f_mean, code, ks, margin)
+        d = render_mod._local_dirs(A[:, ks], dxp, dyp).reshape(B, 1, -1, 3)
+        sd, _, _ = silhouette_distance(code, o[:, ks], d, h[:, ks], A[:, ks], fx1, fy1, f_mean)
+        near = (sd > -margin).view(B, 1, H, W)
+        seen["exact"] = (near.any(3), near.any(2))
+        return seen["coarse"]
+
+    cam = diffcam.PinholeCamera.look_at(
+        torch.tensor([0.0, -3.0, 0.0], dtype=dtype),
+        torch.zeros(3, dtype=dtype),
+        torch.tensor([0.0, 0.0, 1.0], dtype=dtype),
+        torch.tensor(40.0, dtype=dtype),
+        W,
+        H,
+    )
+    mp = pytest.MonkeyPatch()
+    mp.setattr(render_mod, "_coarse_near", spy)
+    mp.setitem(render_mod._SOFT_TAIL, dtype, 3.0)  # a small margin: the windows are tight
+    try:
+        diffcam.render(cam, prims, rot, pos, edge_softness=1.0)
+    finally:
+        mp.undo()
+    for coarse, exact in zip(seen["coarse"], seen["exact"], strict=True):
+        assert not (exact & ~coarse).any()  # a superset
+        assert exact.any() and (~coarse).any()  # and a test of something
