@@ -1,13 +1,13 @@
 """Soft-edge render speed (``edge_softness = 1`` px) on scenes/pendulum_cart.toml, 288 x 96.
 
 Prints one JSON line per case:
-    {"bench", "B", "H", "W", "moving", "forward_ms", "forward_min_ms", "backward_ms",
+    {"bench", "B", "H", "W", "prims", "moving", ..., "forward_ms", "forward_min_ms", "backward_ms",
      "backward_min_ms", "threads"}
 
 Cases: ``soft_pendulum_cart_b{1,16}_cached``: ``Scene.render`` with the Scene's cached static
 layer (only the cart and the pole are rendered per frame) at B = 1 and B = 16 frames of a 2-s
-rollout; the backward pass back-propagates a fixed random image gradient to the poses.
-(bench_render.py has the hard-edge pendulum_cart cases.)
+rollout; the backward pass back-propagates a fixed random image gradient to the poses (the
+scene, frames and gradient of bench_render.py's hard-edge pendulum_cart cases).
 
 Times are medians and minima (the steadier figure on a shared machine) over ``--repeats`` runs
 after ``--warmup`` runs.
@@ -19,46 +19,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import os
 import statistics
+import sys
 import time
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 CASES = [f"soft_pendulum_cart_b{b}_cached" for b in (1, 16)]
 
 
-def pendulum_cart(batch: int, sigma: float = 1.0):
-    """-> (forward, backward given the image, info) for ``batch`` frames of a rollout."""
-    import diffcam
-    from diffcam.scene import SCENES_DIR
-
-    scene = diffcam.load_scene(SCENES_DIR / "pendulum_cart.toml", batch_size=1)
-    steps = 200
-    force = 20.0 * torch.sin(2 * math.pi * 0.8 * 0.01 * torch.arange(steps)).view(steps, 1, 1)
-    with torch.no_grad():
-        traj = scene.rollout(steps, actions=force)
-    frames = torch.linspace(0, steps, batch).round().long() if batch > 1 else torch.tensor([100])
-    state = traj[frames, 0]  # time as the batch axis
-    rot = state.rotation.clone().requires_grad_()
-    pos = state.position.clone().requires_grad_()
-    posed = state.replace(rotation=rot, position=pos)
-    grad = torch.rand(batch, 3, scene.camera.height, scene.camera.width)
-
-    def fwd():
-        return scene.render(posed, edge_softness=sigma, static_cache=True)
-
-    def bwd(img):
-        img.backward(grad)
-
-    moving = sum(not static for static in scene.world.is_static)
-    info = {"B": batch, "H": scene.camera.height, "W": scene.camera.width, "moving": moving}
-    return fwd, bwd, info
-
-
 def run_case(case: str, repeats: int, warmup: int) -> dict:
+    from bench_render import pendulum_cart  # the same scene, frames and image gradient
+
     batch = int(case.split("_b")[1].split("_")[0])
-    fwd, bwd, info = pendulum_cart(batch)
+    fwd, bwd, _, info = pendulum_cart(batch, cached=True, edge_softness=1.0)
     f_ms, b_ms = [], []
     for i in range(warmup + repeats):
         t0 = time.perf_counter()
@@ -71,6 +49,7 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
             b_ms.append(1e3 * (t2 - t1))
     return {
         "bench": case,
+        "B": batch,
         **info,
         "forward_ms": round(statistics.median(f_ms), 2),
         "forward_min_ms": round(min(f_ms), 2),
