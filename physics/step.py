@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+from torch.autograd import forward_ad
 
 from . import joints as joint_geometry
 from .contacts import find_contacts
@@ -163,6 +164,11 @@ def spd_inverse(matrix: Tensor) -> Tensor:
     """
     if not torch.compiler.is_compiling():
         factor, _ = torch.linalg.cholesky_ex(matrix)
+        if forward_ad.unpack_dual(factor).tangent is not None:
+            # Forward-mode AD (Jacobians by jvp): torch.cholesky_inverse's forward derivative
+            # is wrong (torch 2.13, checked by gradcheck); cholesky_solve's is right.
+            eye = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
+            return torch.cholesky_solve(eye.expand_as(factor), factor)
         return torch.cholesky_inverse(factor)
     size = matrix.shape[-1]
     eye = torch.eye(size, dtype=matrix.dtype, device=matrix.device).expand_as(matrix)
@@ -341,6 +347,14 @@ def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
     return velocity, impulses
 
 
+def _needs_sweep(groups: list[BoundedRows]) -> bool:
+    """Whether the bounded groups need the iterative solve: some row active somewhere in the
+    batch (always under torch.compile, which cannot branch on data)."""
+    if not groups:
+        return False
+    return torch.compiler.is_compiling() or any(bool(g.active.any()) for g in groups)
+
+
 def _integrate(position: Tensor, rotation: Tensor, velocity: Tensor, dt: float):
     """Positions and rotations after dt at generalised velocity (B, N, 6)."""
     position = position + dt * velocity[..., :3]
@@ -400,9 +414,15 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     equality = _equality_system(world, frames, mob) if frames is not None else None
 
     # 2. Constraint impulses.
-    if groups:
-        for group in groups:
-            group.prepare(count + 1)
+    for group in groups:
+        group.prepare(count + 1)
+    # Eager only (one host sync): when no bounded row is active anywhere in the batch (a cart
+    # far from its rail limits, no contact), every sweep leaves the impulses at zero and the
+    # velocity unchanged, and the joint projection after it is idempotent: the iterations are
+    # one projection. Skipping them gives the same step (to round-off) at a fraction of the
+    # cost; the end-of-step system (step 4) is still built as with bounded rows.
+    sweep = _needs_sweep(groups)
+    if sweep:
         impulses = [torch.zeros_like(g.target) for g in groups]
         velocity, impulses = _solve(
             groups, equality, velocity, impulses, world.solver_iterations, False
@@ -439,7 +459,7 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     # 5. The second half of the explicit kick; then relax the bounded rows without their
     # penetration bias, with restitution, projecting onto the joints after every sweep.
     velocity = velocity + 0.5 * kick
-    if groups:
+    if sweep:
         velocity, _ = _solve(groups, equality, velocity, impulses, world.relax_iterations, True)
     elif equality is not None:
         velocity = equality.project(velocity)
