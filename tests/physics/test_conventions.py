@@ -224,6 +224,56 @@ def test_cart_pole_with_rail_limits_under_strong_force_stays_finite_and_limited(
     assert torch.isfinite(q).all()
 
 
+def test_inactive_bounded_rows_skip_the_sweeps_with_the_same_step_and_gradients(monkeypatch):
+    # A cart-pole mid-rail: its limit rows exist but are inactive, so step() replaces the
+    # projected sweeps by one joint projection. Forcing the sweeps must give the same states
+    # and the same gradients with respect to the actions.
+    import sys
+
+    step_module = sys.modules["physics.step"]
+
+    pivot = [0.0, 0.0, 1.2]
+    cart = physics.Body("cart", "box", [0.4, 0.16, 0.2], mass=1.0, position=pivot)
+    pole = physics.Body("pole", "capsule", [0.035, 0.93], mass=0.2, position=[0, -0.13, 0.7])
+    rail = physics.Joint("rail", "slider", "world", "cart", anchor=pivot, axis=[1, 0, 0], limits=[-1, 1],
+                         damping=0.5, motor=physics.Motor("force", max=30.0))  # fmt: skip
+    hinge = physics.Joint("hinge", "hinge", "cart", "pole", anchor=[0, -0.13, 1.2], axis=[0, 1, 0])
+    world = physics.build_world(
+        physics.WorldSpec([cart, pole], [rail, hinge]), batch_size=3, dtype=torch.float64
+    )
+    state = physics.initial_state(world)
+    spin = torch.tensor([[0.0, 4.0, 0.0], [0.0, -2.0, 0.0], [0.0, 6.0, 0.0]], dtype=torch.float64)
+    state = physics.State(state.position, state.rotation, state.linear_velocity,
+                          torch.stack([torch.zeros_like(spin), spin], 1))  # fmt: skip
+
+    original, solve, sweeps = step_module._needs_sweep, step_module._solve, []
+
+    def counted_solve(*args):
+        sweeps.append(1)
+        return solve(*args)
+
+    monkeypatch.setattr(step_module, "_solve", counted_solve)
+
+    def run(force: bool):
+        sweeps.clear()
+        monkeypatch.setattr(step_module, "_needs_sweep", (lambda g: bool(g)) if force else original)
+        actions = torch.linspace(-3.0, 3.0, 40 * 3, dtype=torch.float64).reshape(40, 3, 1)
+        actions.requires_grad_(True)
+        trajectory = physics.rollout(world, state, 40, actions=actions)
+        loss = (trajectory.position[..., 1, :] ** 2).sum() + trajectory.angular_velocity.sum()
+        (grad,) = torch.autograd.grad(loss, actions)
+        return trajectory, grad, len(sweeps)
+
+    skipped, grad_skipped, solves_skipped = run(force=False)
+    swept, grad_swept, solves_swept = run(force=True)
+    assert solves_skipped == 0 and solves_swept == 2 * 40
+    assert skipped.position[:, :, 0, 0].abs().max() < 0.5  # the limits were never active
+    for a, b in zip(skipped.tensors(), swept.tensors(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-9, rtol=0)
+    assert grad_skipped.abs().max() > 1e-3
+    torch.testing.assert_close(grad_skipped, grad_swept, atol=1e-8, rtol=1e-6)
+
+
 def test_redundant_joints_float32_stay_finite():
     rod = physics.Body(
         "rod",
