@@ -36,12 +36,21 @@ __all__ = [
 class PixelPolicy(nn.Module):
     """A compact CNN: a stack of k RGB frames (B, 3k, H, W) -> actions (B, n_actions).
 
-    Architecture, for the paper's 288 x 96 camera: a 5x5 convolution of stride 4 first
-    (downsample early: most of the cost of a CNN is in its first layers, and a 4x coarser image
-    still shows a 1 m pole clearly), then two 3x3 convolutions of stride 2, a global average
-    over what is left of the rows, a hidden layer and a linear output squashed by tanh and
-    scaled to ``max_action``. The output layer starts at zero, so the initial policy is the
-    zero policy (paper, section 3.2): training starts from "do nothing", not from noise.
+    Architecture, for the paper's 288 x 96 camera: a first convolution that brings the image
+    down 4x (downsample early: most of the cost of a CNN is in its first layers, and a 4x
+    coarser image still shows a 1 m pole clearly), then two 3x3 convolutions of stride 2, a
+    global average over what is left of the rows, a hidden layer and a linear output squashed
+    by tanh and scaled to ``max_action``. The output layer starts at zero, so the initial
+    policy is the zero policy (paper, section 3.2): training starts from "do nothing", not from
+    noise.
+
+    The first convolution is 5x5 of stride 4 on full-resolution frames. When the frames were
+    already averaged over ``downsample`` x ``downsample`` blocks as they arrived
+    (`pixel_observer`'s ``downsample``: each frame is pooled once, not once per stack it sits
+    in), it is 4x4 of stride 2 (``downsample`` 2) or 3x3 of stride 1 (4), so that the
+    feature maps after it are the same size. On one CPU thread the first convolution's
+    backward pass (its input gradient, which the renderer needs) was the largest cost of the
+    network; on 2x-pooled frames it is about half.
 
     Args:
         n_actions: number of action columns (the scene's actuators).
@@ -49,6 +58,7 @@ class PixelPolicy(nn.Module):
         max_action: actions lie in [-max_action, max_action] (N or N m for force motors).
         width: channels of the convolutions.
         hidden: units of the hidden layer.
+        downsample: 1, 2 or 4: how much the frames were pooled before they reach the network.
     """
 
     def __init__(
@@ -58,12 +68,18 @@ class PixelPolicy(nn.Module):
         max_action: float = 1.0,
         width: int = 16,
         hidden: int = 64,
+        downsample: int = 1,
     ) -> None:
         super().__init__()
+        first = {1: (5, 4, 2), 2: (4, 2, 1), 4: (3, 1, 1)}
+        if downsample not in first:
+            raise ValueError(f"PixelPolicy: downsample must be 1, 2 or 4, got {downsample}")
+        kernel, stride, padding = first[downsample]
         self.frames = frames
         self.max_action = max_action
+        self.downsample = downsample
         self.features = nn.Sequential(
-            nn.Conv2d(3 * frames, width, kernel_size=5, stride=4, padding=2),
+            nn.Conv2d(3 * frames, width, kernel_size=kernel, stride=stride, padding=padding),
             nn.ReLU(),
             nn.Conv2d(width, 2 * width, kernel_size=3, stride=2, padding=1),
             nn.ReLU(),
@@ -172,6 +188,7 @@ def policy_rollout(
     checkpoint_every: int | None = None,
     keep_records: bool = True,
     memory: torch.Tensor | None = None,
+    compile_physics: bool = False,
 ) -> PolicyRollout:
     """Simulate ``steps`` physics steps with a closed-loop controller; the one rollout loop.
 
@@ -198,6 +215,8 @@ def policy_rollout(
         keep_records: stack the observer's records into the result; False drops them as soon
             as the graph allows (a long pixel rollout's frames would fill the memory).
         memory: the observer's memory to start from (None: a fresh start).
+        compile_physics: call ``scene.step(state, action, compile=True)`` (a `diffcam.Scene`
+            then steps through `physics.compiled_step`).
 
     Returns:
         `PolicyRollout` with the trajectory, the actions, the records and the final memory.
@@ -206,6 +225,7 @@ def policy_rollout(
         raise ValueError(f"steps ({steps}) must be a multiple of control_every ({control_every})")
     state = scene.initial_state() if state is None else state
     control_steps = steps // control_every
+    step_options = {"compile": True} if compile_physics else {}
 
     def run(*tensors, count: int, has_memory: bool):
         current = physics.State(*tensors[:4])
@@ -215,7 +235,9 @@ def policy_rollout(
             observation, current_memory, record = observe(current, current_memory)
             action = policy(observation)
             for _ in range(control_every):
-                current = scene.step(physics.decay_state_gradient(current, gradient_decay), action)
+                current = scene.step(
+                    physics.decay_state_gradient(current, gradient_decay), action, **step_options
+                )
                 out_states.append(current)
             out_actions.append(action)
             if keep_records:
@@ -246,18 +268,24 @@ def policy_rollout(
     )
 
 
-def pixel_observer(scene, frames: int = 3, edge_softness: float = 0.0) -> Observer:
+def pixel_observer(
+    scene, frames: int = 3, edge_softness: float = 0.0, downsample: int = 1
+) -> Observer:
     """An `Observer` that renders the scene: observation and memory are the frame stack
-    (B, 3k, H, W), the record is the new frame (B, 3, H, W).
+    (B, 3k, H / d, W / d), the record is the new frame (B, 3, H / d, W / d).
 
     Args:
         scene: a `diffcam.Scene`.
         frames: k, frames in the stack the policy sees.
         edge_softness: passed to the renderer (pixels); > 0 gives silhouette gradients.
+        downsample: d; each frame is rendered at the camera's resolution, then averaged over
+            d x d pixel blocks (differentiable) before it joins the stack, once per frame.
     """
 
     def observe(state: physics.State, stack: torch.Tensor | None):
         frame = scene.render(state, edge_softness=edge_softness)
+        if downsample > 1:
+            frame = torch.nn.functional.avg_pool2d(frame, downsample)
         stack = push_frame(stack, frame, frames)
         return stack, stack, frame
 

@@ -93,6 +93,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--width", type=int, default=defaults.width, help="CNN channels")
     parser.add_argument("--hidden", type=int, default=defaults.hidden)
     parser.add_argument(
+        "--downsample",
+        type=int,
+        default=defaults.downsample,
+        help="average each frame over NxN pixel blocks before the CNN (1, 2 or 4)",
+    )
+    parser.add_argument(
+        "--compile-physics",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.compile_physics,
+        help="step the physics through torch.compile",
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -127,6 +139,8 @@ def config_from(args) -> swingup.SwingUpConfig:
         speed_weight=args.speed_weight,
         width=args.width,
         hidden=args.hidden,
+        downsample=args.downsample,
+        compile_physics=args.compile_physics,
     )
 
 

@@ -167,3 +167,28 @@ def test_checkpointed_pixel_rollout_gives_the_same_gradient(scene_path):
 
     for plain, checkpointed in zip(grads(None), grads(2), strict=True):
         torch.testing.assert_close(plain, checkpointed, atol=1e-12, rtol=1e-9)
+
+
+@pytest.mark.parametrize("downsample", [1, 2, 4])
+def test_downsampled_policy_sees_the_same_feature_map_size_and_starts_at_zero(downsample):
+    policy = diffcam.PixelPolicy(n_actions=1, frames=3, max_action=30.0, downsample=downsample)
+    frames = torch.rand(2, 9, 96 // downsample, 288 // downsample)
+    assert policy.features(frames).shape == (2, 32, 6, 18)
+    assert torch.equal(policy(frames), torch.zeros(2, 1))
+    with pytest.raises(ValueError, match="downsample"):
+        diffcam.PixelPolicy(n_actions=1, downsample=3)
+
+
+def test_pixel_observer_downsample_averages_blocks_and_passes_gradients(scene_path):
+    scene = diffcam.load_scene(scene_path, batch_size=2, dtype=torch.float64)
+    state = scene.initial_state()
+    position = state.position.detach().requires_grad_(True)
+    state = type(state)(position, state.rotation, state.linear_velocity, state.angular_velocity)
+    full = scene.render(state, edge_softness=1.0)  # flat colours: gradients at the edges
+    observe = diffcam.pixel_observer(scene, frames=2, edge_softness=1.0, downsample=2)
+    stack, memory, frame = observe(state, None)
+    assert frame.shape == (2, 3, 8, 16) and stack.shape == (2, 6, 8, 16)
+    block = full[:, :, 2:4, 6:8].mean((-1, -2))
+    torch.testing.assert_close(frame[:, :, 1, 3], block)
+    (grad,) = torch.autograd.grad(frame.sum(), position)
+    assert grad.abs().sum() > 0  # the renderer's gradient survives the pooling
