@@ -3,6 +3,7 @@ and backward. Prints one JSON line per configuration. Not part of the test suite
 
     python benchmarks/bench_swingup.py [--batch 16] [--seconds 0.5] [--observations pixels state]
         [--control-every 2] [--bptt-segment 25] [--edge-softness 0] [--threads 1]
+        [--downsample 1] [--compile-physics]
 
 The forward split is measured; the backward total is measured and split by timing the backward
 of one render / policy call / physics step built separately (see diffcam.profiling). An episode
@@ -36,6 +37,8 @@ def measure(observation: str, args) -> dict:
         control_every=args.control_every,
         bptt_segment=args.bptt_segment or None,
         edge_softness=args.edge_softness,
+        downsample=args.downsample,
+        compile_physics=args.compile_physics,
     )
     torch.manual_seed(0)
     policy = swingup.make_policy(config, swingup.motor_limit(scene))
@@ -61,6 +64,8 @@ def measure(observation: str, args) -> dict:
         "control_every": args.control_every,
         "bptt_segment": args.bptt_segment,
         "edge_softness": args.edge_softness,
+        "downsample": args.downsample,
+        "compile_physics": args.compile_physics,
         "resolution": scene.config.camera["resolution"],
         "unit": "ms",
         **ms,
@@ -82,6 +87,10 @@ def main() -> None:
     parser.add_argument("--bptt-segment", type=int, default=25, help="0: no checkpointing")
     parser.add_argument("--edge-softness", type=float, default=0.0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--downsample", type=int, default=1, help="frames pooled dxd (1, 2, 4)")
+    parser.add_argument(
+        "--compile-physics", action="store_true", help="physics through torch.compile"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     for observation in args.observations:
