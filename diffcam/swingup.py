@@ -600,7 +600,8 @@ def evaluate(
     Args:
         scene_path: the pendulum-cart scene file.
         policy: the trained policy (its dtype and device are used).
-        config: its `SwingUpConfig` (observation, control rate, frames...).
+        config: its `SwingUpConfig` (observation, control rate, frames...); the physics runs
+            eager whatever its ``compile_physics``.
         starts: random starts, drawn by `random_starts` from a generator seeded with ``seed``.
         seconds: simulated time per rollout.
         ranges: the random starts' distribution.
@@ -615,6 +616,9 @@ def evaluate(
     """
     from . import load_scene, write_video
 
+    # Eager physics: a compiled step would first compile for this batch size (minutes); the
+    # eager step costs about as much without gradients.
+    config = dataclasses.replace(config, compile_physics=False)
     parameter = next(policy.parameters())
     scene = load_scene(
         scene_path, batch_size=starts + 1, device=parameter.device, dtype=parameter.dtype
