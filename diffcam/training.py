@@ -196,6 +196,8 @@ class TrainConfig:
     clip_norm: gradients are rescaled to at most this L2 norm (the paper: 1).
     seed: seed of the sample generator (the model's initialisation is the caller's).
     save_every: iterations between checkpoints (one is also written at the end).
+    final_learning_rate: if set, the learning rate follows a cosine from ``learning_rate`` at
+        the first iteration to this at the last (`learning_rate_at`); None keeps it constant.
     """
 
     iterations: int = 200
@@ -204,6 +206,15 @@ class TrainConfig:
     clip_norm: float = 1.0
     seed: int = 0
     save_every: int = 5
+    final_learning_rate: float | None = None
+
+    def learning_rate_at(self, iteration: int) -> float:
+        """Adam's learning rate at ``iteration`` (1 ... iterations)."""
+        if self.final_learning_rate is None or self.iterations <= 1:
+            return self.learning_rate
+        progress = min(max((iteration - 1) / (self.iterations - 1), 0.0), 1.0)
+        weight = 0.5 * (1.0 + math.cos(math.pi * progress))
+        return self.final_learning_rate + (self.learning_rate - self.final_learning_rate) * weight
 
 
 def _check_resumable(saved: dict, current: dict, path: Path) -> None:
@@ -342,6 +353,8 @@ def train(
         # DDP leaves identical gradients on every rank, so every rank decides alike.
         finite = bool(torch.isfinite(grad_norm))
         if finite:
+            for group in optimizer.param_groups:
+                group["lr"] = config.learning_rate_at(iteration)
             optimizer.step()
         averaged = dist.mean(torch.stack([loss.detach(), *metrics.values()]).to(dist.device))
         # JSON has no NaN: a non-finite value is logged as null (None).

@@ -65,6 +65,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--iterations", type=int, default=150)
     parser.add_argument("--batch", type=int, default=16, help="episodes per iteration (all ranks)")
     parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument(
+        "--lr-final", type=float, help="cosine decay of the learning rate to this (default: none)"
+    )
     parser.add_argument("--clip", type=float, default=1.0, help="gradient L2 norm limit")
     parser.add_argument("--save-every", type=int, default=5, help="iterations per checkpoint")
     parser.add_argument("--seed", type=int, default=0)
@@ -160,6 +163,7 @@ def train(args) -> dict | None:
         iterations=args.iterations,
         batch_size=args.batch,
         learning_rate=args.lr,
+        final_learning_rate=args.lr_final,
         clip_norm=args.clip,
         seed=args.seed,
         save_every=args.save_every,

@@ -163,3 +163,15 @@ def test_two_ddp_processes_end_with_identical_weights(tmp_path, scene_path):
     assert rank0["policy.output.weight"].abs().sum() > 0  # it trained
     rows = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").open()]
     assert [row["episodes"] for row in rows] == [4, 8]
+
+
+def test_cosine_learning_rate_reaches_the_final_rate(tmp_path, scene_path):
+    config = training.TrainConfig(iterations=5, learning_rate=0.1, final_learning_rate=0.01)
+    rates = [config.learning_rate_at(i) for i in range(1, 6)]
+    assert rates[0] == pytest.approx(0.1) and rates[-1] == pytest.approx(0.01)
+    assert rates[2] == pytest.approx(0.055)  # halfway down the cosine
+    assert all(a > b for a, b in zip(rates, rates[1:], strict=False))
+    assert training.TrainConfig(iterations=5, learning_rate=0.1).learning_rate_at(5) == 0.1
+    run(scene_path, tmp_path / "cosine", 3, learning_rate=0.05, final_learning_rate=0.005)
+    saved = torch.load(tmp_path / "cosine" / "checkpoint.pt", weights_only=True)
+    assert saved["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.005)
