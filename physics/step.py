@@ -349,10 +349,14 @@ def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
 
 def _needs_sweep(groups: list[BoundedRows]) -> bool:
     """Whether the bounded groups need the iterative solve: some row active somewhere in the
-    batch (always under torch.compile, which cannot branch on data)."""
+    batch. Always on an accelerator (a step never waits for the device: the check would be a
+    host sync) and under torch.compile (which cannot branch on data); on the CPU the check
+    costs nothing but the reduction."""
     if not groups:
         return False
-    return torch.compiler.is_compiling() or any(bool(g.active.any()) for g in groups)
+    if torch.compiler.is_compiling() or groups[0].active.device.type != "cpu":
+        return True
+    return any(bool(g.active.any()) for g in groups)
 
 
 def _integrate(position: Tensor, rotation: Tensor, velocity: Tensor, dt: float):
@@ -416,7 +420,7 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     # 2. Constraint impulses.
     for group in groups:
         group.prepare(count + 1)
-    # Eager only (one host sync): when no bounded row is active anywhere in the batch (a cart
+    # Eager on the CPU only: when no bounded row is active anywhere in the batch (a cart
     # far from its rail limits, no contact), every sweep leaves the impulses at zero and the
     # velocity unchanged, and the joint projection after it is idempotent: the iterations are
     # one projection. Skipping them gives the same step (to round-off) at a fraction of the
