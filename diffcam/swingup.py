@@ -74,6 +74,8 @@ class CartPole:
         centre_distance: hinge to pole centre (m).
         tip_distance: hinge to the far end of the pole (m).
         timestep: physics timestep (s).
+        upright_tip: (3,) world position (m) of the tip of an upright pole on the cart at its
+            file position (normally the rail's centre): the fixed target of the loss.
     """
 
     cart: int
@@ -83,6 +85,7 @@ class CartPole:
     centre_distance: float
     tip_distance: float
     timestep: float
+    upright_tip: tuple[float, float, float]
 
     @classmethod
     def from_scene(cls, scene) -> CartPole:
@@ -172,6 +175,9 @@ class CartPole:
             centre_distance=centre_distance,
             tip_distance=centre_distance + half,
             timestep=float(scene.timestep),
+            upright_tip=tuple(
+                (anchor + anchor.new_tensor([0.0, 0.0, centre_distance + half])).tolist()
+            ),
         )
 
 
@@ -315,31 +321,49 @@ def state_features(state: physics.State, cartpole: CartPole) -> torch.Tensor:
     )
 
 
-def step_cost(state: physics.State, cartpole: CartPole, speed_weight: float) -> torch.Tensor:
+def step_cost(
+    state: physics.State, cartpole: CartPole, speed_weight: float, target: str = "fixed"
+) -> torch.Tensor:
     """(...,) the per-step cost of the paper's loss (section 3.4).
 
-    cost = |tip - target| + speed_weight |v_tip|^2, where tip is the pole's far end, target the
-    tip of an upright pole on the cart's hinge (hinge + tip_distance e_z, so it moves with the
-    cart) and v_tip the tip's velocity: m plus (s^2/m)(m/s)^2. The distance uses a norm whose
-    gradient is finite at zero (exactly upright).
+    cost = |tip - target| + speed_weight |v_tip|^2, where tip is the pole's far end and v_tip
+    its velocity: m plus (s^2/m)(m/s)^2. The distance uses a norm whose gradient is finite at
+    zero (exactly upright).
+
+    target: ``"fixed"`` (default; the paper's "desired point"): ``cartpole.upright_tip``, the
+        tip of an upright pole on the cart at the rail's centre, so a pole balanced away from
+        the centre still costs its offset. ``"cart"``: the tip of an upright pole on the cart
+        wherever it is (hinge + tip_distance e_z): no cost for the cart's position, and a
+        controller trained on it drifts into the rail's stops in long runs, which knocks the
+        pole over.
     """
     g = cartpole
     u = _pole_direction(state, g)
     centre = state.position[..., g.pole, :]
     tip = centre + (g.tip_distance - g.centre_distance) * u
-    cart_rotation = state.rotation[..., g.cart, :, :]
-    hinge = state.position[..., g.cart, :] + cart_rotation @ u.new_tensor(g.hinge_in_cart)
-    target = hinge + u.new_tensor([0.0, 0.0, g.tip_distance])
+    if target == "fixed":
+        goal = u.new_tensor(g.upright_tip)
+    elif target == "cart":
+        cart_rotation = state.rotation[..., g.cart, :, :]
+        hinge = state.position[..., g.cart, :] + cart_rotation @ u.new_tensor(g.hinge_in_cart)
+        goal = hinge + u.new_tensor([0.0, 0.0, g.tip_distance])
+    else:
+        raise ValueError(f"step_cost: target must be 'fixed' or 'cart', got {target!r}")
     tip_velocity = state.linear_velocity[..., g.pole, :] + torch.linalg.cross(
         state.angular_velocity[..., g.pole, :], tip - centre
     )
-    return safe_norm(tip - target) + speed_weight * tip_velocity.square().sum(-1)
+    return safe_norm(tip - goal) + speed_weight * tip_velocity.square().sum(-1)
 
 
-def swingup_loss(trajectory: physics.State, cartpole: CartPole, speed_weight: float = 0.01):
+def swingup_loss(
+    trajectory: physics.State,
+    cartpole: CartPole,
+    speed_weight: float = 0.01,
+    target: str = "fixed",
+):
     """Scalar loss of a trajectory (T + 1, B, N, ...): `step_cost` averaged over every physics
     step after the start (index 1..T) and over the batch (paper, sections 3.2 and 3.4)."""
-    return step_cost(trajectory[1:], cartpole, speed_weight).mean()
+    return step_cost(trajectory[1:], cartpole, speed_weight, target).mean()
 
 
 def upright_stretches(
@@ -399,6 +423,7 @@ class SwingUpConfig:
         through bilinear texture sampling (the paper's renderer, section 3.4): the pole is
         striped and the cart wood-grained for that.
     speed_weight: weight of the tip-speed penalty (s^2/m).
+    target: the loss's target for the tip, "fixed" or "cart" (see `step_cost`).
     upright_threshold: rad; within it of upright counts as upright in the metrics.
     width, hidden: `PixelPolicy` channels and hidden units (hidden: also the `StatePolicy`).
     downsample: the camera renders at its full resolution; each frame is then averaged over
@@ -417,6 +442,7 @@ class SwingUpConfig:
     bptt_segment: int | None = 25
     edge_softness: float = 0.0
     speed_weight: float = 0.01
+    target: str = "fixed"
     upright_threshold: float = 0.2
     width: int = 16
     hidden: int = 64
@@ -430,6 +456,8 @@ class SwingUpConfig:
             )
         if self.control_every < 1 or self.frames < 1:
             raise ValueError("SwingUpConfig.control_every and .frames must be at least 1")
+        if self.target not in ("fixed", "cart"):
+            raise ValueError(f"SwingUpConfig.target is {self.target!r}; use 'fixed' or 'cart'")
 
     def steps(self, timestep: float, seconds: float | None = None) -> int:
         """Physics steps for ``seconds`` (default: an episode), rounded to whole control steps."""
@@ -530,7 +558,8 @@ class SwingUpEpisodes(nn.Module):
         """
         state = states_from_starts(self.scene, starts, self.cartpole)
         result = self.rollout(state, self.config.steps(self.cartpole.timestep))
-        loss = swingup_loss(result.trajectory, self.cartpole, self.config.speed_weight)
+        c = self.config
+        loss = swingup_loss(result.trajectory, self.cartpole, c.speed_weight, c.target)
         with torch.no_grad():
             error = upright_error(result.trajectory, self.cartpole)
             stats = upright_stretches(error, self.cartpole.timestep, self.config.upright_threshold)

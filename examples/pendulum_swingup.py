@@ -93,6 +93,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--edge-softness", type=float, default=defaults.edge_softness)
     parser.add_argument("--speed-weight", type=float, default=defaults.speed_weight)
+    parser.add_argument(
+        "--target",
+        choices=("fixed", "cart"),
+        default=defaults.target,
+        help="the tip's target: above the rail's centre (default) or above the cart",
+    )
     parser.add_argument("--width", type=int, default=defaults.width, help="CNN channels")
     parser.add_argument("--hidden", type=int, default=defaults.hidden)
     parser.add_argument(
@@ -140,6 +146,7 @@ def config_from(args) -> swingup.SwingUpConfig:
         bptt_segment=args.bptt_segment or None,
         edge_softness=args.edge_softness,
         speed_weight=args.speed_weight,
+        target=args.target,
         width=args.width,
         hidden=args.hidden,
         downsample=args.downsample,

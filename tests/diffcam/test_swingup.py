@@ -88,19 +88,26 @@ def test_convention_theta_pi_is_upright():
 
 
 def test_step_cost_by_hand():
-    scene = diffcam.load_scene(SCENE, batch_size=3, dtype=torch.float64)
+    scene = diffcam.load_scene(SCENE, batch_size=4, dtype=torch.float64)
     g = swingup.CartPole.from_scene(scene)
-    theta = torch.tensor([math.pi, 0.0, math.pi], dtype=torch.float64)
-    x_dot = torch.tensor([0.0, 1.5, 0.0], dtype=torch.float64)
-    theta_dot = torch.tensor([0.0, 0.0, 2.0], dtype=torch.float64)
-    state = swingup.initial_states(scene, x_dot * 0.3, theta, x_dot, theta_dot, g)
-    cost = swingup.step_cost(state, g, speed_weight=0.1)
-    length = g.tip_distance
-    # upright at rest: 0; hanging moving at 1.5 m/s: 2 L + w 1.5^2; upright spinning: w (2 L)^2
-    expected = torch.tensor(
-        [0.0, 2 * length + 0.1 * 1.5**2, 0.1 * (2.0 * length) ** 2], dtype=torch.float64
-    )
-    torch.testing.assert_close(cost, expected)
+    theta = torch.tensor([math.pi, 0.0, math.pi, math.pi], dtype=torch.float64)
+    x = torch.tensor([0.0, 0.45, 0.0, 0.3], dtype=torch.float64)
+    x_dot = torch.tensor([0.0, 1.5, 0.0, 0.0], dtype=torch.float64)
+    theta_dot = torch.tensor([0.0, 0.0, 2.0, 0.0], dtype=torch.float64)
+    state = swingup.initial_states(scene, x, theta, x_dot, theta_dot, g)
+    length, w = g.tip_distance, 0.1
+    # Target above the cart: upright at rest costs 0 wherever the cart is; hanging moving at
+    # 1.5 m/s: 2 L + w 1.5^2; upright spinning: w (2 L)^2.
+    cost = swingup.step_cost(state, g, speed_weight=w, target="cart")
+    expected = [0.0, 2 * length + w * 1.5**2, w * (2.0 * length) ** 2, 0.0]
+    torch.testing.assert_close(cost, torch.tensor(expected, dtype=torch.float64))
+    # Fixed target above the rail's centre: the cart's offset counts too.
+    cost = swingup.step_cost(state, g, speed_weight=w, target="fixed")
+    expected[1] = math.hypot(0.45, 2 * length) + w * 1.5**2
+    expected[3] = 0.3
+    torch.testing.assert_close(cost, torch.tensor(expected, dtype=torch.float64))
+    with pytest.raises(ValueError, match="target"):
+        swingup.step_cost(state, g, 0.1, target="centre")
 
 
 def test_loss_has_finite_gradient_exactly_upright():
