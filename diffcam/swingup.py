@@ -39,6 +39,7 @@ __all__ = [
     "SwingUpConfig",
     "SwingUpEpisodes",
     "evaluate",
+    "curriculum_ranges",
     "initial_states",
     "load_policy",
     "make_policy",
@@ -255,7 +256,8 @@ def initial_states(
 @dataclasses.dataclass(frozen=True)
 class StartRanges:
     """Half-widths of the uniform start distribution: each of (x, theta, x_dot, theta_dot) is
-    drawn from [-r, r]. Units: m, rad, m/s, rad/s. theta spans every angle by default.
+    drawn from [-r, r], theta from [theta_centre - r, theta_centre + r]. Units: m, rad, m/s,
+    rad/s. theta spans every angle by default; theta_centre = pi centres it on upright.
 
     Keep some spread: from the exact hanging start at rest the zero policy is a saddle point of
     the loss (pushing left or right lowers it alike, so its gradient is exactly zero) and
@@ -265,6 +267,25 @@ class StartRanges:
     theta: float = math.pi
     x_dot: float = 0.5
     theta_dot: float = 1.0
+    theta_centre: float = 0.0
+
+
+def curriculum_ranges(
+    ranges: StartRanges, iteration: int, iterations: int, first_theta: float = 0.3
+) -> StartRanges:
+    """The start distribution of training iteration ``iteration`` (0-based) of a curriculum
+    that begins near upright and widens to every angle (a reverse curriculum: the controller
+    first learns to balance, then to catch from further down, and last to swing up).
+
+    Over the first ``iterations`` iterations theta is centred on upright (pi) with a half-width
+    growing linearly from ``first_theta`` to pi (at pi every angle, the hanging start
+    included); from then on ``ranges`` as given. x, x_dot and theta_dot keep ``ranges``'.
+    ``iterations`` 0: no curriculum.
+    """
+    if iteration >= iterations:
+        return ranges
+    half = first_theta + (math.pi - first_theta) * iteration / iterations
+    return dataclasses.replace(ranges, theta=half, theta_centre=math.pi)
 
 
 def random_starts(
@@ -279,7 +300,8 @@ def random_starts(
     generator state gives the same starts on any machine.
     """
     half = torch.tensor([ranges.x, ranges.theta, ranges.x_dot, ranges.theta_dot], dtype=dtype)
-    return (2 * torch.rand(count, 4, generator=generator, dtype=dtype) - 1) * half
+    centre = torch.tensor([0.0, ranges.theta_centre, 0.0, 0.0], dtype=dtype)
+    return centre + (2 * torch.rand(count, 4, generator=generator, dtype=dtype) - 1) * half
 
 
 def states_from_starts(scene, starts: torch.Tensor, cartpole: CartPole | None = None):

@@ -273,7 +273,8 @@ def train(
         model: maps a batch (this rank's slice of ``sample``'s output) to ``(loss, metrics)``,
             loss a scalar, metrics a dict of name -> detached scalar (e.g. success_rate); its
             parameters are what is optimised. Built for this rank's batch share.
-        sample: ``sample(generator, n)`` -> (n, ...) tensor of batch inputs, drawn on the CPU.
+        sample: ``sample(generator, n, iteration)`` -> (n, ...) tensor of batch inputs, drawn
+            on the CPU; ``iteration`` (0-based) lets the distribution follow a curriculum.
         config: `TrainConfig`.
         out: folder for checkpoint.pt, metrics.csv, metrics.jsonl, learning_curve.png.
         describe: JSON-able settings of the caller (model, task) stored in the checkpoint; a
@@ -345,7 +346,8 @@ def train(
     )
     for iteration in range(start + 1, config.iterations + 1):
         began = time.perf_counter()
-        batch = sample(generator, config.batch_size)[dist.rank * share : (dist.rank + 1) * share]
+        batch = sample(generator, config.batch_size, iteration - 1)
+        batch = batch[dist.rank * share : (dist.rank + 1) * share]
         optimizer.zero_grad(set_to_none=True)
         loss, metrics = runner(batch.to(dist.device))
         loss.backward()

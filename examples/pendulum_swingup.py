@@ -76,10 +76,18 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--start-ranges",
         type=float,
         nargs=4,
-        default=list(ranges),
+        default=list(ranges[:4]),
         metavar=("X", "THETA", "X_DOT", "THETA_DOT"),
         help="half-widths of the uniform random starts (m, rad, m/s, rad/s); "
         "all 0: always the hanging start, where the zero policy gets no gradient",
+    )
+    parser.add_argument(
+        "--curriculum",
+        type=int,
+        default=0,
+        metavar="N",
+        help="for the first N iterations draw theta near upright, widening to every angle "
+        "(swingup.curriculum_ranges; default 0: none)",
     )
     defaults = swingup.SwingUpConfig()
     parser.add_argument("--seconds", type=float, default=defaults.seconds, help="per episode")
@@ -180,10 +188,13 @@ def train(args) -> dict | None:
         "swingup": dataclasses.asdict(config),
         "scene": args.scene.name,
         "start_ranges": dataclasses.asdict(ranges),
+        "curriculum": args.curriculum,
     }
     rows = training.train(
         episodes,
-        lambda generator, n: swingup.random_starts(n, generator, ranges),
+        lambda generator, n, iteration: swingup.random_starts(
+            n, generator, swingup.curriculum_ranges(ranges, iteration, args.curriculum)
+        ),
         train_config,
         args.out,
         describe=describe,

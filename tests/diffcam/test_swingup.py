@@ -273,3 +273,17 @@ def test_policy_weights_round_trip_and_a_missing_file_says_how_to_make_it(tmp_pa
     assert torch.equal(loaded(features), policy(features))
     with pytest.raises(FileNotFoundError, match=r"nothere.pt; train one with: python train.py"):
         swingup.load_policy(tmp_path / "nothere.pt", 30.0, train_command="python train.py")
+
+
+def test_curriculum_starts_near_upright_and_widens_to_every_angle():
+    ranges = swingup.StartRanges()
+    first = swingup.curriculum_ranges(ranges, 0, 10)
+    middle = swingup.curriculum_ranges(ranges, 5, 10)
+    assert first.theta_centre == math.pi and first.theta == pytest.approx(0.3)
+    assert first.theta < middle.theta < math.pi
+    assert swingup.curriculum_ranges(ranges, 10, 10) == ranges
+    assert swingup.curriculum_ranges(ranges, 0, 0) == ranges
+    starts = swingup.random_starts(2000, torch.Generator().manual_seed(0), first)
+    assert (starts[:, 1] - math.pi).abs().max() <= 0.3 + 1e-6
+    assert (starts[:, 1] - math.pi).abs().max() > 0.29  # the whole band is used
+    assert starts[:, 0].abs().max() <= ranges.x + 1e-6

@@ -32,7 +32,7 @@ def tiny_episodes(scene_path, batch, observation="pixels"):
     return swingup.SwingUpEpisodes(scene, swingup.make_policy(config, 30.0), config)
 
 
-def sample(generator, n):
+def sample(generator, n, iteration):
     return swingup.random_starts(n, generator)
 
 
