@@ -123,8 +123,12 @@ class StatePolicy(nn.Module):
     """A small MLP on a feature vector of the true state: (B, n_inputs) -> (B, n_actions).
 
     The baseline that skips vision: same rollout, same loss, but the policy reads the state.
-    Two tanh hidden layers; the output layer starts at zero, so the initial policy is the zero
-    policy, as for `PixelPolicy`.
+    Two tanh hidden layers; the output layer sees the last hidden layer and, through a skip
+    connection, the (scaled) input itself, as the paper's quadruped controller (Degrave et al.
+    2019, section 3.3): a linear state feedback -- what balancing needs -- is then one layer
+    away. Without the skip, BPTT from near-upright starts did not learn to balance in 40
+    iterations, where a linear policy on the same features did in about 20. The output layer
+    starts at zero, so the initial policy is the zero policy, as for `PixelPolicy`.
 
     Args:
         n_inputs: features per batch element.
@@ -152,13 +156,15 @@ class StatePolicy(nn.Module):
         self.body = nn.Sequential(
             nn.Linear(n_inputs, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh()
         )
-        self.output = nn.Linear(hidden, n_actions)
+        self.output = nn.Linear(hidden + n_inputs, n_actions)
         nn.init.zeros_(self.output.weight)
         nn.init.zeros_(self.output.bias)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         """Actions (B, n_actions) from features (B, n_inputs)."""
-        return self.max_action * torch.tanh(self.output(self.body(features * self.input_scale)))
+        scaled = features * self.input_scale
+        top = torch.cat([self.body(scaled), scaled], -1)
+        return self.max_action * torch.tanh(self.output(top))
 
 
 @dataclasses.dataclass

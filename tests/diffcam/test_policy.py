@@ -192,3 +192,16 @@ def test_pixel_observer_downsample_averages_blocks_and_passes_gradients(scene_pa
     torch.testing.assert_close(frame[:, :, 1, 3], block)
     (grad,) = torch.autograd.grad(frame.sum(), position)
     assert grad.abs().sum() > 0  # the renderer's gradient survives the pooling
+
+
+def test_state_policy_starts_at_zero_and_holds_a_linear_feedback_through_its_skip():
+    torch.manual_seed(0)
+    scale = [1.0, 0.5, 2.0]
+    policy = diffcam.StatePolicy(3, 1, max_action=30.0, hidden=8, input_scale=scale)
+    features = torch.randn(5, 3)
+    assert torch.equal(policy(features), torch.zeros(5, 1))
+    gain = torch.tensor([0.3, -0.2, 0.1])
+    with torch.no_grad():
+        policy.output.weight[0, 8:] = gain  # the skip part: hidden units stay at weight 0
+    expected = 30.0 * torch.tanh((features * torch.tensor(scale)) @ gain)
+    torch.testing.assert_close(policy(features)[:, 0], expected)
