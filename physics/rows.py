@@ -85,11 +85,17 @@ def apply_impulse(
 
 def effective_matrix(rows: Rows, weighted: tuple[Tensor, Tensor]) -> Tensor:
     """J M^-1 J^T, (B, r, r): the change of each row's velocity per unit impulse on each row."""
+    return coupling_matrix(rows, rows, weighted)
+
+
+def coupling_matrix(rows: Rows, other: Rows, other_weighted: tuple[Tensor, Tensor]) -> Tensor:
+    """J_rows M^-1 J_other^T, (B, r, s): the change of each of the r rows' velocities per unit
+    impulse on each of the s ``other`` rows (``other_weighted``: their M^-1 J^T)."""
     same = [
-        (rows.body_a[:, None] == rows.body_a[None, :], rows.jac_a, weighted[0]),
-        (rows.body_a[:, None] == rows.body_b[None, :], rows.jac_a, weighted[1]),
-        (rows.body_b[:, None] == rows.body_a[None, :], rows.jac_b, weighted[0]),
-        (rows.body_b[:, None] == rows.body_b[None, :], rows.jac_b, weighted[1]),
+        (rows.body_a[:, None] == other.body_a[None, :], rows.jac_a, other_weighted[0]),
+        (rows.body_a[:, None] == other.body_b[None, :], rows.jac_a, other_weighted[1]),
+        (rows.body_b[:, None] == other.body_a[None, :], rows.jac_b, other_weighted[0]),
+        (rows.body_b[:, None] == other.body_b[None, :], rows.jac_b, other_weighted[1]),
     ]
     matrix = 0
     for mask, jac, weight in same:

@@ -26,6 +26,7 @@ fast body lands on the surface instead of tunnelling into it.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import torch
 from torch.autograd import forward_ad
@@ -34,7 +35,15 @@ from . import joints as joint_geometry
 from .contacts import find_contacts
 from .inertia import shape_inertia
 from .math3d import axis_angle_to_matrix, renormalize_rotation, tangent_basis
-from .rows import Mobility, Rows, apply_impulse, effective_matrix, point_rows, row_velocity
+from .rows import (
+    Mobility,
+    Rows,
+    apply_impulse,
+    coupling_matrix,
+    effective_matrix,
+    point_rows,
+    row_velocity,
+)
 from .state import State
 from .world import World
 
@@ -104,18 +113,6 @@ class BoundedRows:
         ).sum(-1)
         usable = self.active & (diagonal > 1e-12)
         self.split_mass = torch.where(usable, 1.0 / torch.where(usable, diagonal, 1.0), 0.0)
-
-
-def _sweep(group: BoundedRows, velocity: Tensor, impulse: Tensor, target: Tensor, normal_impulse):
-    """One projected Jacobi sweep over a group: returns new velocity and accumulated impulse."""
-    delta = group.split_mass * (target - row_velocity(group.rows, velocity))
-    if group.friction is not None:
-        bound = group.friction * normal_impulse.index_select(1, group.normal_of)
-        updated = torch.minimum(torch.maximum(impulse + delta, -bound), bound)
-    else:
-        updated = torch.minimum(torch.maximum(impulse + delta, group.lower), group.upper)
-    velocity = apply_impulse(velocity, group.rows, group.weighted, updated - impulse)
-    return velocity, updated
 
 
 @dataclasses.dataclass
@@ -333,17 +330,64 @@ def _contact_groups(world: World, contacts, mob: Mobility, position: Tensor, vel
 
 
 def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
-    """Projected Jacobi sweeps over the bounded groups, each followed by a joint projection."""
+    """Projected Jacobi sweeps over the bounded groups, each followed by a joint projection.
+
+    The sweeps run in row space: the velocity of the bounded rows after the joint projection
+    is an affine function of their impulses, v = v0 + D lambda with D = J_b P M^-1 J_b^T (P:
+    the projection onto the joints), so one (B, r, r) matrix replaces a scatter onto the bodies
+    and a projection per sweep. Same iterates as sweeping body velocities and projecting after
+    each group, at a fraction of the operations (a cart at its rail stop: 20 sweeps cost about
+    as much as the rest of the step).
+
+    Args:
+        groups: list of `BoundedRows`, swept in order (a friction group after its normals).
+        equality: `EqualitySystem` of the joints or None.
+        velocity: (B, N + 1, 6) before the bounded rows.
+        impulses: list of (B, r_g) accumulated impulses, one per group (the warm start; their
+            effect is already in ``velocity``).
+        iterations: sweeps.
+        relax: sweep towards each group's ``relax_target`` instead of its ``target``.
+
+    Returns:
+        velocity (B, N + 1, 6) after the impulses and the projection, and the new list of
+        accumulated impulses.
+    """
+    if equality is not None:
+        velocity = equality.project(velocity)
+    rows = Rows.cat([g.rows for g in groups])
+    weighted = tuple(torch.cat([g.weighted[k] for g in groups], 1) for k in (0, 1))
+    delassus = coupling_matrix(rows, rows, weighted)
+    if equality is not None:
+        to_joints = coupling_matrix(equality.rows, rows, weighted)  # (B, m, r)
+        from_joints = coupling_matrix(rows, equality.rows, equality.weighted)  # (B, r, m)
+        delassus = delassus - from_joints @ (equality.inverse @ to_joints)
+    counts = [g.rows.count for g in groups]
+    ends = list(itertools.accumulate(counts))
+    columns = [delassus[:, :, e - c : e] for c, e in zip(counts, ends, strict=True)]
+    row_vel = row_velocity(rows, velocity)
+    start = torch.cat(impulses, 1)
+    impulses = list(impulses)
     for _ in range(iterations):
         normal_impulse = None
         for index, group in enumerate(groups):
+            end = ends[index]
+            current = row_vel[:, end - group.rows.count : end]
             target = group.relax_target if relax else group.target
-            velocity, impulses[index] = _sweep(
-                group, velocity, impulses[index], target, normal_impulse
-            )
-            normal_impulse = impulses[index]
-            if equality is not None:
-                velocity = equality.project(velocity)
+            delta = group.split_mass * (target - current)
+            if group.friction is not None:
+                bound = group.friction * normal_impulse.index_select(1, group.normal_of)
+                updated = torch.minimum(torch.maximum(impulses[index] + delta, -bound), bound)
+            else:
+                updated = torch.minimum(
+                    torch.maximum(impulses[index] + delta, group.lower), group.upper
+                )
+            change = updated - impulses[index]
+            row_vel = row_vel + (columns[index] @ change[..., None])[..., 0]
+            impulses[index] = updated
+            normal_impulse = updated
+    velocity = apply_impulse(velocity, rows, weighted, torch.cat(impulses, 1) - start)
+    if equality is not None:
+        velocity = equality.project(velocity)
     return velocity, impulses
 
 
