@@ -7,9 +7,11 @@ Scheme (semi-implicit Euler on velocities, then positions):
    (leapfrog) while the state keeps the velocity at its own time.
 2. Constraint impulses at velocity level. Joints are equality rows solved *exactly* (a dense
    Cholesky solve of J M^-1 J^T, a few dozen rows at most) rather than iterated. Contacts, joint
-   limits and servos are bounded rows solved by projected Jacobi iterations with mass splitting
-   (Tonge et al. 2012), clamping the *accumulated* impulse; after every sweep the joint rows are
-   projected again (block Gauss-Seidel). With no bounded rows, one exact solve is the whole step.
+   limits and servos are bounded rows solved by projected Jacobi iterations, clamping the
+   *accumulated* impulse, in the space the joints leave free (the bounded rows' Delassus matrix
+   after the joint projection, so every sweep is followed by an exact joint projection, as in
+   block Gauss-Seidel); each row's step is 1 / sum_j |D_ij| over the active rows (Gershgorin:
+   convergent, and exact for a row alone). With no bounded rows, one exact solve is the step.
 3. Positions integrate with that velocity; rotations by the exact exponential of w dt, then one
    Premerlani renormalisation (R <- (3R - R R^T R)/2) to remove round-off.
 4. Joints are then enforced at position level as in SHAKE: quasi-Newton corrections to the
@@ -99,20 +101,6 @@ class BoundedRows:
     upper: Tensor | None = None
     friction: Tensor | None = None
     normal_of: Tensor | None = None
-    split_mass: Tensor | None = None
-
-    def prepare(self, n_slots: int) -> None:
-        """Effective mass with mass splitting: each body's share is divided among its rows."""
-        active = self.active.to(self.target.dtype)
-        count = active.new_zeros(active.shape[0], n_slots)
-        count = count.index_add(1, self.rows.body_a, active).index_add(1, self.rows.body_b, active)
-        count_a = count.index_select(1, self.rows.body_a).clamp_min(1.0)
-        count_b = count.index_select(1, self.rows.body_b).clamp_min(1.0)
-        diagonal = count_a * (self.rows.jac_a * self.weighted[0]).sum(-1) + count_b * (
-            self.rows.jac_b * self.weighted[1]
-        ).sum(-1)
-        usable = self.active & (diagonal > 1e-12)
-        self.split_mass = torch.where(usable, 1.0 / torch.where(usable, diagonal, 1.0), 0.0)
 
 
 @dataclasses.dataclass
@@ -357,6 +345,7 @@ def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
     rows = Rows.cat([g.rows for g in groups])
     weighted = tuple(torch.cat([g.weighted[k] for g in groups], 1) for k in (0, 1))
     delassus = coupling_matrix(rows, rows, weighted)
+    free_diagonal = delassus.diagonal(dim1=-2, dim2=-1)
     if equality is not None:
         to_joints = coupling_matrix(equality.rows, rows, weighted)  # (B, m, r)
         from_joints = coupling_matrix(rows, equality.rows, equality.weighted)  # (B, r, m)
@@ -364,6 +353,15 @@ def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
     counts = [g.rows.count for g in groups]
     ends = list(itertools.accumulate(counts))
     columns = [delassus[:, :, e - c : e] for c, e in zip(counts, ends, strict=True)]
+    # Jacobi step sizes 1 / sum_j |D_ij| over the active rows j: the eigenvalues of the
+    # scaled D then lie in (0, 1] (Gershgorin), so the sweeps converge, and a row that is
+    # alone (a cart at its stop) is solved exactly in one sweep. Rows the joints hold still
+    # (D_ii ~ 0) get no impulse.
+    active = torch.cat([g.active for g in groups], 1)
+    spread = (delassus.abs() * active[:, None, :].to(delassus.dtype)).sum(-1)
+    usable = active & (delassus.diagonal(dim1=-2, dim2=-1) > 1e-6 * free_diagonal)
+    usable = usable & (spread > 1e-12)
+    split = torch.where(usable, 1.0 / torch.where(usable, spread, 1.0), 0.0)
     row_vel = row_velocity(rows, velocity)
     start = torch.cat(impulses, 1)
     impulses = list(impulses)
@@ -373,7 +371,7 @@ def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
             end = ends[index]
             current = row_vel[:, end - group.rows.count : end]
             target = group.relax_target if relax else group.target
-            delta = group.split_mass * (target - current)
+            delta = split[:, end - group.rows.count : end] * (target - current)
             if group.friction is not None:
                 bound = group.friction * normal_impulse.index_select(1, group.normal_of)
                 updated = torch.minimum(torch.maximum(impulses[index] + delta, -bound), bound)
@@ -462,8 +460,6 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     equality = _equality_system(world, frames, mob) if frames is not None else None
 
     # 2. Constraint impulses.
-    for group in groups:
-        group.prepare(count + 1)
     # Eager on the CPU only: when no bounded row is active anywhere in the batch (a cart
     # far from its rail limits, no contact), every sweep leaves the impulses at zero and the
     # velocity unchanged, and the joint projection after it is idempotent: the iterations are
