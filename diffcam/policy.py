@@ -38,11 +38,14 @@ class PixelPolicy(nn.Module):
 
     Architecture, for the paper's 288 x 96 camera: a first convolution that brings the image
     down 4x (downsample early: most of the cost of a CNN is in its first layers, and a 4x
-    coarser image still shows a 1 m pole clearly), then two 3x3 convolutions of stride 2, a
-    global average over what is left of the rows, a hidden layer and a linear output squashed
-    by tanh and scaled to ``max_action``. The output layer starts at zero, so the initial
-    policy is the zero policy (paper, section 3.2): training starts from "do nothing", not from
-    noise.
+    coarser image still shows a 1 m pole clearly), then two 3x3 convolutions of stride 2, an
+    average over a 2 x 8 grid of what is left (two row bands: above and below the image's
+    middle, where the camera looks at the hinge, so an upright pole and a hanging one land in
+    different bands; eight column bands: where the cart is), a hidden layer, and a linear output
+    that sees both the hidden layer and the pooled features (a skip connection, as in
+    `StatePolicy`), squashed by tanh and scaled to ``max_action``. The output layer starts at
+    zero, so the initial policy is the zero policy (paper, section 3.2): training starts from
+    "do nothing", not from noise.
 
     The first convolution is 5x5 of stride 4 on full-resolution frames. When the frames were
     already averaged over ``downsample`` x ``downsample`` blocks as they arrived
@@ -86,18 +89,18 @@ class PixelPolicy(nn.Module):
             nn.Conv2d(2 * width, 2 * width, kernel_size=3, stride=2, padding=1),
             nn.ReLU(),
         )
-        # Keep the horizontal layout (where the cart is) but average over rows: the image is
-        # wide and short, and the pole's lean shows in every row band.
-        self.pool = nn.AdaptiveAvgPool2d((1, 8))
-        self.head = nn.Sequential(nn.Flatten(), nn.Linear(2 * width * 8, hidden), nn.ReLU())
-        self.output = nn.Linear(hidden, n_actions)
+        self.pool = nn.Sequential(nn.AdaptiveAvgPool2d((2, 8)), nn.Flatten())
+        pooled = 2 * width * 2 * 8
+        self.head = nn.Sequential(nn.Linear(pooled, hidden), nn.ReLU())
+        self.output = nn.Linear(hidden + pooled, n_actions)
         nn.init.zeros_(self.output.weight)
         nn.init.zeros_(self.output.bias)
 
     def forward(self, stacked_frames: torch.Tensor) -> torch.Tensor:
         """Actions (B, n_actions) from frames (B, 3k, H, W) in [0, 1], newest last."""
-        features = self.head(self.pool(self.features(stacked_frames * 2.0 - 1.0)))
-        return self.max_action * torch.tanh(self.output(features))
+        pooled = self.pool(self.features(stacked_frames * 2.0 - 1.0))
+        top = torch.cat([self.head(pooled), pooled], -1)
+        return self.max_action * torch.tanh(self.output(top))
 
 
 def push_frame(stack: torch.Tensor | None, frame: torch.Tensor, frames: int) -> torch.Tensor:
