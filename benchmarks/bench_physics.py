@@ -3,6 +3,7 @@
 Prints one JSON line per measurement. Not part of the test suite.
 
     python benchmarks/bench_physics.py [--batches 1 64 1024 4096] [--steps 50] [--compile]
+        [--at-stop 20 4]
 """
 
 from __future__ import annotations
@@ -22,10 +23,19 @@ import physics  # noqa: E402
 from tests.physics.models import cart_pole  # noqa: E402
 
 
-def measure(batch: int, steps: int, backward: bool, compiled: bool) -> dict:
-    world = cart_pole(theta0=0.3, batch_size=batch, dtype=torch.float32)
+def measure(
+    batch: int, steps: int, backward: bool, compiled: bool, stop_sweeps: int | None = None
+) -> dict:
+    """One workload's speed. ``stop_sweeps``: instead of the free cart-pole, the cart pushed
+    against a rail stop (a bounded row active at every step) with that many solver sweeps."""
+    if stop_sweeps is None:
+        world = cart_pole(theta0=0.3, batch_size=batch, dtype=torch.float32)
+        actions = torch.randn(steps, batch, 1)
+    else:
+        world = cart_pole(theta0=2.0, limits=[-0.5, 0.0], solver_iterations=stop_sweeps,
+                          batch_size=batch, dtype=torch.float32)  # fmt: skip
+        actions = 40.0 + torch.randn(steps, batch, 1)
     step = torch.compile(physics.step, dynamic=False) if compiled else physics.step
-    actions = torch.randn(steps, batch, 1)
 
     def run():
         a = actions.clone().requires_grad_(backward)
@@ -43,7 +53,8 @@ def measure(batch: int, steps: int, backward: bool, compiled: bool) -> dict:
             run()
         elapsed = (time.perf_counter() - start) / repeats
     return {
-        "bench": "cartpole",
+        "bench": "cartpole" if stop_sweeps is None else "cartpole_at_stop",
+        "solver_sweeps": world.solver_iterations,
         "mode": "forward+backward" if backward else "forward",
         "compiled": compiled,
         "B": batch,
@@ -116,7 +127,17 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--compile", action="store_true", help="also measure torch.compile(step)")
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument(
+        "--at-stop",
+        type=int,
+        nargs="*",
+        default=[20, 4],
+        help="solver sweeps of the cart-at-its-stop workload (B = 64, eager); none: skip it",
+    )
     args = parser.parse_args()
+    for sweeps in args.at_stop:
+        for backward in (False, True):
+            print(json.dumps(measure(64, args.steps, backward, False, sweeps)), flush=True)
     for compiled in [False, True] if args.compile else [False]:
         for batch in args.batches:
             for backward in (False, True):

@@ -54,8 +54,9 @@ def pendulum_angle(trajectory: physics.State, pivot=(0.0, 0.0, 2.0), body: int =
 
 def cart_pole(theta0=0.3, x0=0.0, cart_mass=1.0, pole_mass=0.1, pole_length=1.0, dt=0.01,
               batch_size=1, dtype=torch.float64, motor_max=100.0, slider_damping=0.0,
-              hinge_damping=0.0):  # fmt: skip
-    """A cart sliding along x (pivot height 1 m) with a rod hinged about +y at its centre."""
+              hinge_damping=0.0, limits=None, solver_iterations=20):  # fmt: skip
+    """A cart sliding along x (pivot height 1 m) with a rod hinged about +y at its centre;
+    ``limits`` (lower, upper) in m stops the cart."""
     pivot = [x0, 0.0, 1.0]
     com, quat = hanging_pose(theta0, pivot, pole_length / 2)
     cart = physics.Body("cart", "box", [0.3, 0.2, 0.1], mass=cart_mass, position=pivot)
@@ -63,11 +64,14 @@ def cart_pole(theta0=0.3, x0=0.0, cart_mass=1.0, pole_mass=0.1, pole_length=1.0,
         "pole", "box", [0.02, 0.02, pole_length], mass=pole_mass, position=com, quat=quat
     )
     rail = physics.Joint("rail", "slider", "world", "cart", anchor=pivot, axis=[1, 0, 0],
-                         damping=slider_damping, motor=physics.Motor("force", max=motor_max))  # fmt: skip
+                         damping=slider_damping, motor=physics.Motor("force", max=motor_max),
+                         limits=limits)  # fmt: skip
     hinge = physics.Joint(
         "hinge", "hinge", "cart", "pole", anchor=pivot, axis=[0, 1, 0], damping=hinge_damping
     )
-    spec = physics.WorldSpec(bodies=[cart, pole], joints=[rail, hinge], timestep=dt)
+    spec = physics.WorldSpec(
+        bodies=[cart, pole], joints=[rail, hinge], timestep=dt, solver_iterations=solver_iterations
+    )
     return physics.build_world(spec, batch_size=batch_size, dtype=dtype)
 
 

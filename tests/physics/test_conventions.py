@@ -307,3 +307,25 @@ def test_compiled_step_matches_eager_step():
     torch.testing.assert_close(
         compiled.linear_velocity, eager.linear_velocity, atol=1e-4, rtol=1e-4
     )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_convention_a_cart_pressed_against_its_stop_is_solved_in_one_sweep(dtype):
+    # The bounded rows are swept in the joints' free space with Gershgorin step sizes: a row
+    # alone (the cart at its stop, the pole swinging on it) is exact after one sweep, so few
+    # sweeps give the same step as many.
+    def run(iterations):
+        world = models.cart_pole(theta0=2.0, limits=[-0.5, 0.0], solver_iterations=iterations,
+                          batch_size=3, dtype=dtype)  # fmt: skip
+        state = physics.initial_state(world)
+        push = torch.tensor([[40.0], [10.0], [80.0]], dtype=dtype)
+        for _ in range(50):
+            state = physics.step(world, state, push)
+        return state
+
+    many, one = run(30), run(1)
+    x = many.position[:, 0, 0]
+    assert (x <= 1e-3).all() and (x > -1e-3).all()  # held at the stop (x0 = 0), not through it
+    tolerance = 1e-5 if dtype == torch.float32 else 1e-10
+    for a, b in zip(one.tensors(), many.tensors(), strict=True):
+        torch.testing.assert_close(a, b, atol=tolerance, rtol=0)
