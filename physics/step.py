@@ -322,10 +322,9 @@ def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
 
     The sweeps run in row space: the velocity of the bounded rows after the joint projection
     is an affine function of their impulses, v = v0 + D lambda with D = J_b P M^-1 J_b^T (P:
-    the projection onto the joints), so one (B, r, r) matrix replaces a scatter onto the bodies
-    and a projection per sweep. Same iterates as sweeping body velocities and projecting after
-    each group, at a fraction of the operations (a cart at its rail stop: 20 sweeps cost about
-    as much as the rest of the step).
+    the projection onto the joints), so a sweep is one (B, r, r) product instead of a scatter
+    onto the bodies and a projection: the iterates of sweeping body velocities and projecting
+    after each group, for fewer operations.
 
     Args:
         groups: list of `BoundedRows`, swept in order (a friction group after its normals).
@@ -351,8 +350,9 @@ def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
         from_joints = coupling_matrix(rows, equality.rows, equality.weighted)  # (B, r, m)
         delassus = delassus - from_joints @ (equality.inverse @ to_joints)
     counts = [g.rows.count for g in groups]
-    ends = list(itertools.accumulate(counts))
-    columns = [delassus[:, :, e - c : e] for c, e in zip(counts, ends, strict=True)]
+    spans = [
+        slice(end - c, end) for c, end in zip(counts, itertools.accumulate(counts), strict=True)
+    ]
     # Jacobi step sizes 1 / sum_j |D_ij| over the active rows j: the eigenvalues of the
     # scaled D then lie in (0, 1] (Gershgorin), so the sweeps converge, and a row that is
     # alone (a cart at its stop) is solved exactly in one sweep. Rows the joints hold still
@@ -367,11 +367,9 @@ def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
     impulses = list(impulses)
     for _ in range(iterations):
         normal_impulse = None
-        for index, group in enumerate(groups):
-            end = ends[index]
-            current = row_vel[:, end - group.rows.count : end]
+        for index, (group, span) in enumerate(zip(groups, spans, strict=True)):
             target = group.relax_target if relax else group.target
-            delta = split[:, end - group.rows.count : end] * (target - current)
+            delta = split[:, span] * (target - row_vel[:, span])
             if group.friction is not None:
                 bound = group.friction * normal_impulse.index_select(1, group.normal_of)
                 updated = torch.minimum(torch.maximum(impulses[index] + delta, -bound), bound)
@@ -380,7 +378,7 @@ def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
                     torch.maximum(impulses[index] + delta, group.lower), group.upper
                 )
             change = updated - impulses[index]
-            row_vel = row_vel + (columns[index] @ change[..., None])[..., 0]
+            row_vel = row_vel + (delassus[:, :, span] @ change[..., None])[..., 0]
             impulses[index] = updated
             normal_impulse = updated
     velocity = apply_impulse(velocity, rows, weighted, torch.cat(impulses, 1) - start)
