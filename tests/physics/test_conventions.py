@@ -315,8 +315,9 @@ def test_convention_a_cart_pressed_against_its_stop_is_solved_in_one_sweep(dtype
     # alone (the cart at its stop, the pole swinging on it) is exact after one sweep, so few
     # sweeps give the same step as many.
     def run(iterations):
-        world = models.cart_pole(theta0=2.0, limits=[-0.5, 0.0], solver_iterations=iterations,
-                          batch_size=3, dtype=dtype)  # fmt: skip
+        world = models.cart_pole(
+            theta0=2.0, limits=[-0.5, 0.0], solver_iterations=iterations, batch_size=3, dtype=dtype
+        )
         state = physics.initial_state(world)
         push = torch.tensor([[40.0], [10.0], [80.0]], dtype=dtype)
         for _ in range(50):
