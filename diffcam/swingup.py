@@ -259,6 +259,12 @@ class StartRanges:
     drawn from [-r, r], theta from [theta_centre - r, theta_centre + r]. Units: m, rad, m/s,
     rad/s. theta spans every angle by default; theta_centre = pi centres it on upright.
 
+    ``upright_share`` of each batch (its last rows, rounded) instead draws theta within
+    ``upright_theta`` of upright, the other three as above: balancing is then practised from
+    the first iteration instead of waiting for the swing-up to bring the pole there. Measured
+    on the swing-up (gradient decay 0.9): it does not change the loss, only which starts the
+    gradient is averaged over.
+
     Keep some spread: from the exact hanging start at rest the zero policy is a saddle point of
     the loss (pushing left or right lowers it alike, so its gradient is exactly zero) and
     training would never leave it."""
@@ -268,6 +274,12 @@ class StartRanges:
     x_dot: float = 0.5
     theta_dot: float = 1.0
     theta_centre: float = 0.0
+    upright_share: float = 0.0
+    upright_theta: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.upright_share <= 1.0:
+            raise ValueError(f"StartRanges.upright_share is {self.upright_share}; use 0 to 1")
 
 
 def curriculum_ranges(
@@ -294,14 +306,20 @@ def random_starts(
     ranges: StartRanges = StartRanges(),  # noqa: B008 (frozen, so a shared default is safe)
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """(count, 4) random starts (x, theta, x_dot, theta_dot), uniform within ``ranges``.
+    """(count, 4) random starts (x, theta, x_dot, theta_dot), uniform within ``ranges``; the
+    last round(upright_share * count) rows have theta uniform within ``upright_theta`` of pi.
 
     Draws on the CPU from ``generator`` (one call, a fixed number of draws), so the same
     generator state gives the same starts on any machine.
     """
     half = torch.tensor([ranges.x, ranges.theta, ranges.x_dot, ranges.theta_dot], dtype=dtype)
     centre = torch.tensor([0.0, ranges.theta_centre, 0.0, 0.0], dtype=dtype)
-    return centre + (2 * torch.rand(count, 4, generator=generator, dtype=dtype) - 1) * half
+    unit = 2 * torch.rand(count, 4, generator=generator, dtype=dtype) - 1
+    starts = centre + unit * half
+    near = round(ranges.upright_share * count)
+    if near:
+        starts[count - near :, 1] = math.pi + unit[count - near :, 1] * ranges.upright_theta
+    return starts
 
 
 def states_from_starts(scene, starts: torch.Tensor, cartpole: CartPole | None = None):

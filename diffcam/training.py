@@ -266,6 +266,7 @@ def train(
     dist: Distributed | None = None,
     progress: bool = True,
     title: str = "",
+    before_iteration: Callable[[int], None] | None = None,
 ) -> list[dict]:
     """Train ``model`` and return the metrics of every iteration (all of them, on resume).
 
@@ -284,6 +285,9 @@ def train(
         dist: from `init_distributed` (default: one process).
         progress: show a tqdm bar (rank 0 only).
         title: the learning curve's title.
+        before_iteration: called with each iteration's number (1-based) before it runs, e.g.
+            to set a scheduled setting of ``model``. On resume only the remaining iterations
+            are called, so it must set its state from the number, never accumulate it.
 
     Returns:
         list of per-iteration dicts: iteration, episodes (samples so far), loss, the model's
@@ -346,6 +350,8 @@ def train(
     )
     for iteration in range(start + 1, config.iterations + 1):
         began = time.perf_counter()
+        if before_iteration is not None:
+            before_iteration(iteration)
         batch = sample(generator, config.batch_size, iteration - 1)
         batch = batch[dist.rank * share : (dist.rank + 1) * share]
         optimizer.zero_grad(set_to_none=True)

@@ -84,6 +84,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         "all 0: always the hanging start, where the zero policy gets no gradient",
     )
     parser.add_argument(
+        "--upright-share",
+        type=float,
+        default=0.0,
+        help="fraction of each batch started within --upright-theta of upright (default 0)",
+    )
+    parser.add_argument("--upright-theta", type=float, default=0.5, help="rad; see --upright-share")
+    parser.add_argument(
         "--curriculum",
         type=int,
         default=0,
@@ -95,6 +102,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=defaults.seconds, help="per episode")
     parser.add_argument("--control-every", type=int, default=defaults.control_every)
     parser.add_argument("--gradient-decay", type=float, default=defaults.gradient_decay)
+    parser.add_argument(
+        "--settle-decay",
+        type=float,
+        help="gradient decay from iteration --settle-from on (default: --gradient-decay "
+        "throughout): a short horizon finds the swing-up, a longer one settles the balance",
+    )
+    parser.add_argument("--settle-from", type=int, default=0, help="see --settle-decay")
     parser.add_argument(
         "--bptt-segment",
         type=int,
@@ -131,6 +145,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--scene", type=Path, default=SCENE)
+    parser.add_argument(
+        "--init",
+        type=Path,
+        help="start training from this weights file (policy.pt of an earlier run, same "
+        "observation and network); its training episodes are counted in the new total",
+    )
     parser.add_argument(
         "--evaluate", action="store_true", help="evaluate --weights instead of training"
     )
@@ -175,6 +195,15 @@ def train(args) -> dict | None:
     scene = diffcam.load_scene(args.scene, batch_size=args.batch // dist.world_size, device=device)
     torch.manual_seed(args.seed)  # the same initial weights on every rank
     policy = swingup.make_policy(config, swingup.motor_limit(scene)).to(device)
+    earlier_episodes = 0
+    if args.init is not None:
+        initial, initial_config, info = swingup.load_policy(args.init, swingup.motor_limit(scene))
+        shape = ("observation", "frames", "width", "hidden", "downsample")
+        theirs, ours = ({k: getattr(c, k) for k in shape} for c in (initial_config, config))
+        if theirs != ours:
+            raise ValueError(f"--init {args.init}: its network is {theirs}, this run's {ours}")
+        policy.load_state_dict(initial.state_dict())
+        earlier_episodes = int(info.get("training_episodes") or 0)
     episodes = swingup.SwingUpEpisodes(scene, policy, config)
     train_config = training.TrainConfig(
         iterations=args.iterations,
@@ -185,13 +214,25 @@ def train(args) -> dict | None:
         seed=args.seed,
         save_every=args.save_every,
     )
-    ranges = swingup.StartRanges(*args.start_ranges)
+    ranges = swingup.StartRanges(
+        *args.start_ranges, upright_share=args.upright_share, upright_theta=args.upright_theta
+    )
     describe = {
         "swingup": dataclasses.asdict(config),
         "scene": args.scene.name,
         "start_ranges": dataclasses.asdict(ranges),
         "curriculum": args.curriculum,
+        "init": str(args.init) if args.init else None,
+        "settle_decay": args.settle_decay,
+        "settle_from": args.settle_from,
     }
+
+    def before_iteration(iteration: int) -> None:
+        # The gradient-decay schedule: a function of the iteration alone, so resume-safe.
+        settling = args.settle_decay is not None and iteration >= args.settle_from
+        decay = args.settle_decay if settling else config.gradient_decay
+        episodes.config = dataclasses.replace(config, gradient_decay=decay)
+
     rows = training.train(
         episodes,
         lambda generator, n, iteration: swingup.random_starts(
@@ -203,11 +244,12 @@ def train(args) -> dict | None:
         resume=args.resume,
         dist=dist,
         title=f"pendulum swing-up ({args.observation})",
+        before_iteration=before_iteration,
     )
     dist.close()  # the rest is rank 0's alone
     if not dist.is_main:
         return None
-    episodes_seen = rows[-1]["episodes"] if rows else 0
+    episodes_seen = earlier_episodes + (rows[-1]["episodes"] if rows else 0)
     weights = swingup.save_policy(
         args.out / "policy.pt", policy, config, training_episodes=episodes_seen
     )

@@ -287,3 +287,17 @@ def test_curriculum_starts_near_upright_and_widens_to_every_angle():
     assert (starts[:, 1] - math.pi).abs().max() <= 0.3 + 1e-6
     assert (starts[:, 1] - math.pi).abs().max() > 0.29  # the whole band is used
     assert starts[:, 0].abs().max() <= ranges.x + 1e-6
+
+
+def test_upright_share_draws_the_last_rows_near_upright_and_keeps_the_rest():
+    mixed = swingup.StartRanges(upright_share=0.25, upright_theta=0.4)
+    plain = swingup.random_starts(400, torch.Generator().manual_seed(3))
+    starts = swingup.random_starts(400, torch.Generator().manual_seed(3), mixed)
+    near = (starts[:, 1] - math.pi).abs()
+    assert near[300:].max() <= 0.4 + 1e-6 and near[300:].max() > 0.39
+    # The same draws: the first rows and the other columns are those of the plain starts.
+    assert torch.equal(starts[:300], plain[:300])
+    assert torch.equal(starts[:, [0, 2, 3]], plain[:, [0, 2, 3]])
+    assert (plain[300:, 1] - math.pi).abs().max() > 1.0  # so the test could fail
+    with pytest.raises(ValueError, match="upright_share"):
+        swingup.StartRanges(upright_share=1.5)
