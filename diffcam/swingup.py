@@ -653,7 +653,7 @@ def evaluate(
     policy: nn.Module,
     config: SwingUpConfig,
     starts: int = 20,
-    seconds: float = 60.0,
+    seconds: float = 75.0,
     seed: int = 2019,
     ranges: StartRanges = StartRanges(),  # noqa: B008 (frozen)
     video: str | Path | None = None,
@@ -672,7 +672,8 @@ def evaluate(
         config: its `SwingUpConfig` (observation, control rate, frames...); the physics runs
             eager whatever its ``compile_physics``.
         starts: random starts, drawn by `random_starts` from a generator seeded with ``seed``.
-        seconds: simulated time per rollout.
+        seconds: simulated time per rollout (default 75: up to 15 s to swing up, then the
+            60 s the pole must stay upright; `upright_seconds` says how long it did).
         ranges: the random starts' distribution.
         video: if set, write a video of the first (hanging) start there (.mp4 or .gif).
         fps: video frame rate (frames are rendered every round(1 / (fps dt)) steps).

@@ -6,7 +6,7 @@ is backpropagated through the physics, the renderer and the network.
     python examples/pendulum_swingup.py                     # train from pixels into out/swingup_pixels
     python examples/pendulum_swingup.py --state             # the baseline that reads the true state
     torchrun --nproc-per-node 2 examples/pendulum_swingup.py    # the batch split over 2 processes
-    python examples/pendulum_swingup.py --evaluate          # the shipped weights, 60 s, 21 starts
+    python examples/pendulum_swingup.py --evaluate          # the shipped weights, 75 s, 21 starts
 
 Training resumes from ``--out``/checkpoint.pt when there is one (``--no-resume`` refuses to
 touch an existing run) and ends by writing policy.pt, learning_curve.png and swingup.mp4 there,
@@ -158,7 +158,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--weights", type=Path, help="default examples/weights/pendulum_swingup_KIND.pt"
     )
     parser.add_argument("--starts", type=int, default=20, help="random starts (evaluation)")
-    parser.add_argument("--eval-seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--eval-seconds",
+        type=float,
+        default=75.0,
+        help="simulated seconds per evaluation rollout (default 75: time to swing up, then "
+        "the 60 s the pole must stay upright)",
+    )
     parser.add_argument("--video", type=Path, help="evaluation video (default in --out)")
     args = parser.parse_args(argv)
     args.out = args.out or ROOT / "out" / f"swingup_{args.observation}"

@@ -205,3 +205,45 @@ def test_state_policy_starts_at_zero_and_holds_a_linear_feedback_through_its_ski
         policy.output.weight[0, 8:] = gain  # the skip part: hidden units stay at weight 0
     expected = 30.0 * torch.tanh((features * torch.tensor(scale)) @ gain)
     torch.testing.assert_close(policy(features)[:, 0], expected)
+
+
+class _Line:
+    """A toy 'scene': each body's position moves by the action every step (x' = x + a)."""
+
+    def step(self, state, action):
+        return state.replace(position=state.position + action[:, :, None])
+
+
+def test_gradient_decay_scales_every_path_by_alpha_per_step():
+    # A loss on the state T steps later reaches the start through the physics, through the
+    # observation -> policy -> held action, and through the observer's memory (past
+    # observations): with the decay on every path, each arrives scaled by alpha^T, so the
+    # whole gradient is alpha^T times the undecayed one. (Damping the physics path only
+    # fails this: the closed loop kept its full gradient.)
+    import physics
+
+    def observe(state, memory):
+        now = state.position[:, :, 0]
+        memory = now if memory is None else torch.cat([memory[:, 1:], now], 1)
+        return torch.cat([now, memory], 1), memory, None
+
+    weight = torch.tensor([[0.7], [-0.4], [0.3]], dtype=torch.float64)
+
+    def policy(observation):  # (B, 3): now and the two past observations
+        return torch.sin(observation @ weight)
+
+    def grad(alpha, every, steps):
+        start = torch.tensor([[[0.3, 0.0, 0.0]]], dtype=torch.float64, requires_grad=True)
+        eye = torch.eye(3, dtype=torch.float64)[None, None]
+        zero = torch.zeros(1, 1, 3, dtype=torch.float64)
+        state = physics.State(start, eye, zero, zero)
+        memory = torch.zeros(1, 2, dtype=torch.float64)
+        result = diffcam.policy_rollout(_Line(), policy, observe, steps, state,
+                                        control_every=every, gradient_decay=alpha,
+                                        memory=memory)  # fmt: skip
+        return torch.autograd.grad(result.trajectory.position[-1, 0, 0, 0], start)[0]
+
+    for every, steps in ((1, 5), (2, 6), (3, 9)):
+        plain, decayed = grad(1.0, every, steps), grad(0.8, every, steps)
+        assert plain.abs().sum() > 0.1
+        torch.testing.assert_close(decayed, 0.8**steps * plain, rtol=1e-12, atol=0)
