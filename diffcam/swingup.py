@@ -472,6 +472,8 @@ class SwingUpConfig:
         same step; compiled, it does not pay per-op overhead (at B = 16 the eager step is
         dominated by it, above all when the rail's limit rows are active and the 20 solver
         sweeps run). The first call compiles (minutes; seconds from a warm Inductor cache).
+    observation_gradient: False stops the gradient from the observation (the renderer) back
+        into the state (`policy_rollout`): for fine-tuning at a long horizon.
     """
 
     observation: str = "pixels"
@@ -488,6 +490,7 @@ class SwingUpConfig:
     hidden: int = 64
     downsample: int = 1
     compile_physics: bool = False
+    observation_gradient: bool = True
 
     def __post_init__(self) -> None:
         if self.observation not in ("pixels", "state"):
@@ -583,6 +586,7 @@ class SwingUpEpisodes(nn.Module):
             keep_records=False,
             memory=memory,
             compile_physics=c.compile_physics,
+            observation_gradient=c.observation_gradient,
         )
 
     def forward(self, starts: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

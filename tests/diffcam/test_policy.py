@@ -247,3 +247,30 @@ def test_gradient_decay_scales_every_path_by_alpha_per_step():
         plain, decayed = grad(1.0, every, steps), grad(0.8, every, steps)
         assert plain.abs().sum() > 0.1
         torch.testing.assert_close(decayed, 0.8**steps * plain, rtol=1e-12, atol=0)
+
+
+def test_without_the_observation_gradient_the_policy_still_learns_but_the_loop_is_cut(
+    scene_path,
+):
+    scene = diffcam.load_scene(scene_path, dtype=torch.float64)
+    state = scene.initial_state()
+    velocity = state.linear_velocity.clone().requires_grad_(True)
+
+    def grads(observation_gradient):
+        policy = tiny_policy(torch.float64, seed=1)
+        torch.nn.init.normal_(policy.output.weight, std=0.5)
+        result = diffcam.policy_rollout(
+            scene, policy, diffcam.pixel_observer(scene, 2, 0.5), 4,
+            state.replace(linear_velocity=velocity), control_every=2,
+            observation_gradient=observation_gradient,
+        )  # fmt: skip
+        return torch.autograd.grad(
+            result.actions.sum(), [velocity, policy.output.weight], allow_unused=True
+        )
+
+    to_state, to_weights = grads(True)
+    assert to_state.abs().sum() > 0 and to_weights.abs().sum() > 0
+    cut_state, cut_weights = grads(False)
+    # The actions depend on the state only through the frames: cut, no gradient reaches it.
+    assert cut_state is None or cut_state.abs().sum() == 0
+    assert cut_weights.abs().sum() > 0

@@ -1,0 +1,43 @@
+"""The controller weights the repository ships still do their job with today's engine."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+import diffcam
+from diffcam import swingup
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENE = ROOT / "scenes" / "pendulum_cart.toml"
+
+
+@pytest.mark.usefixtures("single_thread")
+def test_the_shipped_state_controller_swings_up_and_holds_the_pole():
+    # The hanging start and the first three random starts of `--evaluate`, for 15 s (the
+    # full evaluation, 75 s and 21 starts, is the example's --evaluate).
+    weights = ROOT / "examples" / "weights" / "pendulum_swingup_state.pt"
+    policy, config, info = swingup.load_policy(weights, 30.0)
+    report = swingup.evaluate(SCENE, policy, config, starts=3, seconds=15.0, progress=False)
+    assert report["success_rate"] == 1.0
+    assert report["upright_seconds_min"] > 4.0  # up within 11 s and held to the end
+    assert info["training_episodes"] == 4640
+
+
+@pytest.mark.usefixtures("single_thread")
+def test_the_shipped_pixel_controller_swings_up_and_keeps_the_pole_near_upright():
+    # What the pixel controller does today (README): from the hanging start it brings the
+    # pole up from pixels alone and keeps it in a limit cycle of about +-0.37 rad; it does not
+    # yet hold it within 0.2 rad (the issue's bar), so this pins the partial result only.
+    weights = ROOT / "examples" / "weights" / "pendulum_swingup_pixels.pt"
+    policy, config, info = swingup.load_policy(weights, 30.0)
+    config = dataclasses.replace(config, compile_physics=False)
+    scene = diffcam.load_scene(SCENE, batch_size=1)
+    episodes = swingup.SwingUpEpisodes(scene, policy, config).eval()
+    state = swingup.states_from_starts(scene, torch.zeros(1, 4), episodes.cartpole)
+    with torch.no_grad():
+        trajectory = episodes.rollout(state, config.steps(0.01, 15.0)).trajectory
+    error = swingup.upright_error(trajectory, episodes.cartpole)[-500:, 0]  # the last 5 s
+    assert error.max() < 0.5 and error.mean() < 0.3
+    assert info["training_episodes"] == 4640
