@@ -218,9 +218,8 @@ def policy_rollout(
             physics (the action is held in between), which saves observations and network calls.
         gradient_decay: alpha per physics step: identity forward, gradient x alpha backward
             (paper, section 3.2), on every path: through the physics and through the
-            observation (renderer) and the policy's action alike. (Damping the physics path
-            only, as this did before, left the closed loop undamped: with a pixel policy the
-            gradient norm grew 10^5-fold at alpha = 0.98.)
+            observation (renderer) and the policy's action alike. (It used to damp the
+            physics path only, which left the closed loop through the observation undamped.)
         checkpoint_every: if set, recompute every segment of this many control steps in the
             backward pass (torch.utils.checkpoint) instead of storing it: memory for long
             rollouts, at the price of one more forward pass.
@@ -232,8 +231,9 @@ def policy_rollout(
         observation_gradient: False observes a detached state: the loss still reaches the
             policy's parameters through every action and the physics, but not the state
             through the observation (the renderer), so the closed loop carries no gradient.
-            A biased gradient, for fine-tuning at long horizons where the closed loop's
-            gradient explodes (a pixel policy at alpha = 0.98: norms of 10^3 to 10^6).
+            A biased gradient, for long horizons where the closed loop's gradient explodes
+            (measured on the swing-up from hard-edged pixels at alpha = 0.98, it did not help:
+            soft silhouettes did, see the README).
 
     Returns:
         `PolicyRollout` with the trajectory, the actions, the records and the final memory.

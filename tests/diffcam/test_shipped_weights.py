@@ -26,18 +26,19 @@ def test_the_shipped_state_controller_swings_up_and_holds_the_pole():
 
 
 @pytest.mark.usefixtures("single_thread")
-def test_the_shipped_pixel_controller_swings_up_and_keeps_the_pole_near_upright():
-    # What the pixel controller does today (README): from the hanging start it brings the
-    # pole up from pixels alone and keeps it in a limit cycle of about +-0.37 rad; it does not
-    # yet hold it within 0.2 rad (the bar), so this pins the partial result only.
+def test_the_shipped_pixel_controller_swings_up_and_holds_the_pole_from_pixels():
+    # The hanging start for 20 s (the full evaluation, 90 s and 21 starts, is the example's
+    # --evaluate): it is up after about 10 s and must then stay within 0.2 rad.
     weights = ROOT / "examples" / "weights" / "pendulum_swingup_pixels.pt"
     policy, config, info = swingup.load_policy(weights, 30.0)
+    assert config.observation == "pixels" and config.edge_softness > 0
     config = dataclasses.replace(config, compile_physics=False)
     scene = diffcam.load_scene(SCENE, batch_size=1)
     episodes = swingup.SwingUpEpisodes(scene, policy, config).eval()
     state = swingup.states_from_starts(scene, torch.zeros(1, 4), episodes.cartpole)
     with torch.no_grad():
-        trajectory = episodes.rollout(state, config.steps(0.01, 15.0)).trajectory
-    error = swingup.upright_error(trajectory, episodes.cartpole)[-500:, 0]  # the last 5 s
-    assert error.max() < 0.5 and error.mean() < 0.3
-    assert info["training_episodes"] == 4640
+        trajectory = episodes.rollout(state, config.steps(0.01, 20.0)).trajectory
+    error = swingup.upright_error(trajectory, episodes.cartpole)[:, 0]
+    assert error[-500:].max() < 0.2  # the last 5 s
+    assert error[0] > 3.1  # and it did start hanging (pi from upright)
+    assert info["training_episodes"] == 5280
