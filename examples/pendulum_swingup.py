@@ -168,8 +168,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--threads",
         type=int,
-        default=1,
-        help="torch CPU threads per process (default 1: fastest on a shared 2-core machine)",
+        help="torch CPU threads per process (default: 1 for training, fastest with a process "
+        "per core; all cores for --evaluate, one process)",
     )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--scene", type=Path, default=SCENE)
@@ -328,10 +328,11 @@ def evaluate(args) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.threads < 1:
+    if args.threads is not None and args.threads < 1:
         print("--threads must be at least 1", file=sys.stderr)
         return 2
-    torch.set_num_threads(args.threads)
+    if args.threads is not None or not args.evaluate:
+        torch.set_num_threads(args.threads or 1)
     try:
         result = evaluate(args) if args.evaluate else train(args)
     except (FileNotFoundError, FileExistsError, ValueError) as e:  # the user's to fix: no traceback
