@@ -128,14 +128,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="gradient decay from iteration --settle-from on (default: --gradient-decay "
         "throughout): a short horizon finds the swing-up, a longer one settles the balance",
     )
+    parser.add_argument("--settle-from", type=int, default=0, help="see --settle-decay")
     parser.add_argument(
         "--observation-gradient",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="let the gradient flow from the observation back into the state (default); "
-        "--no-observation-gradient for fine-tuning at a long horizon",
+        "--no-observation-gradient cuts it (tried for settling from hard-edged pixels: no help)",
     )
-    parser.add_argument("--settle-from", type=int, default=0, help="see --settle-decay")
     parser.add_argument(
         "--bptt-segment",
         type=int,

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import diffcam
+import physics
 
 TINY_CART_POLE = """
 [world]
@@ -220,8 +221,6 @@ def test_gradient_decay_scales_every_path_by_alpha_per_step():
     # observations): with the decay on every path, each arrives scaled by alpha^T, so the
     # whole gradient is alpha^T times the undecayed one. (Damping the physics path only
     # fails this: the closed loop kept its full gradient.)
-    import physics
-
     def observe(state, memory):
         now = state.position[:, :, 0]
         memory = now if memory is None else torch.cat([memory[:, 1:], now], 1)

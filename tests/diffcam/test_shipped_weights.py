@@ -16,7 +16,7 @@ SCENE = ROOT / "scenes" / "pendulum_cart.toml"
 @pytest.mark.usefixtures("single_thread")
 def test_the_shipped_state_controller_swings_up_and_holds_the_pole():
     # The hanging start and the first three random starts of `--evaluate`, for 15 s (the
-    # full evaluation, 75 s and 21 starts, is the example's --evaluate).
+    # full evaluation, 90 s and 21 starts, is the example's --evaluate).
     weights = ROOT / "examples" / "weights" / "pendulum_swingup_state.pt"
     policy, config, info = swingup.load_policy(weights, 30.0)
     report = swingup.evaluate(SCENE, policy, config, starts=3, seconds=15.0, progress=False)
