@@ -27,9 +27,12 @@ threads), a steadier figure than wall-clock on a shared machine (equal to wall-c
 ``--threads 1`` on an idle one). Peak memory: each case runs in its own
 subprocess and reports ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` after the runs minus the
 value before the first render (scene already built), i.e. the peak resident-set growth caused by
-rendering (tracemalloc does not see torch's allocations).
+rendering (tracemalloc does not see torch's allocations). ``page_faults_per_repeat``: minor page
+faults per timed repeat (forward + forward/backward); ``--keep-freed-memory`` runs with
+``diffcam.allocator.keep_freed_memory()``, which removes them.
 
 Usage: python benchmarks/bench_render.py [--case NAME] [--repeats N] [--threads T] [--backend B]
+    [--keep-freed-memory]
 """
 
 from __future__ import annotations
@@ -193,6 +196,10 @@ def run_case(case: str, repeats: int, warmup: int, backend: str = "eager") -> di
     return result
 
 
+def _page_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def _timed(case, fwd, bwd, leaves, repeats, warmup, extra) -> dict:
     """Time ``fwd()`` without autograd and ``bwd(fwd())``, clearing the leaves' gradients."""
 
@@ -208,7 +215,10 @@ def _timed(case, fwd, bwd, leaves, repeats, warmup, extra) -> dict:
         fwd()
     first_call_s = round(time.perf_counter() - t0, 1)
     tf, tb, cf, cb = [], [], [], []
+    faults = 0
     for i in range(warmup + repeats):
+        if i == warmup:
+            faults = _page_faults()
         t0, c0 = time.perf_counter(), time.process_time()
         with torch.no_grad():
             fwd()
@@ -220,6 +230,7 @@ def _timed(case, fwd, bwd, leaves, repeats, warmup, extra) -> dict:
             tb.append(1e3 * (t2 - t1))
             cf.append(1e3 * (c1 - c0))
             cb.append(1e3 * (c2 - c1))
+    faults = (_page_faults() - faults) / repeats
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     fb = statistics.median(tb)
     n_pix = extra["B"] * extra["H"] * extra["W"]
@@ -234,6 +245,7 @@ def _timed(case, fwd, bwd, leaves, repeats, warmup, extra) -> dict:
         "forward_cpu_ms": round(statistics.median(cf), 2),
         "fwd_bwd_cpu_ms": round(statistics.median(cb), 2),
         "peak_mem_mb": round((rss1 - rss0) / 1024, 1),
+        "page_faults_per_repeat": round(faults),
         "threads": torch.get_num_threads(),
         "first_call_s": first_call_s,
     }
@@ -248,9 +260,18 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--backend", default="eager", help="renderer backend of pendulum_cart_*")
+    ap.add_argument(
+        "--keep-freed-memory",
+        action="store_true",
+        help="call diffcam.allocator.keep_freed_memory() first (no page faults on reuse)",
+    )
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
+    if a.keep_freed_memory:
+        from diffcam.allocator import keep_freed_memory
+
+        keep_freed_memory()
     if a.case:
         print(json.dumps(run_case(a.case, a.repeats, a.warmup, a.backend)), flush=True)
         return
@@ -258,6 +279,7 @@ def main():
         cmd = [sys.executable, __file__, "--case", case, "--repeats", str(a.repeats)]
         cmd += ["--warmup", str(a.warmup), "--backend", a.backend]
         cmd += ["--threads", str(a.threads)] if a.threads else []
+        cmd += ["--keep-freed-memory"] if a.keep_freed_memory else []
         subprocess.run(cmd, check=True)
 
 

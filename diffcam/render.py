@@ -1351,15 +1351,126 @@ def _planar_backward(
     return g_tab, g_tex, g_bg
 
 
+def _planar_backward_pixels(
+    plan_tab,
+    texels,
+    bg_shared,
+    Wf,
+    NXf,
+    NYf,
+    t_off,
+    t_w,
+    t_h,
+    t_rep,
+    codes,
+    H,
+    W,
+    lit,
+    g_img,
+    g_depth,
+    best_k,
+):
+    """First stage of the compiled planar backward: everything per pixel, written out once.
+
+    Fused into a few loops by ``torch.compile``; the per-(b, k) sums and the texel scatter run
+    as separate stages (`_planar_backward_staged`) because, fused into this one, Inductor
+    recomputed the whole per-pixel chain for every sum and every scattered channel.
+
+    Returns:
+        feats: (B, F, P) per-pixel gradients of the planar table's entries (F = 12, 13 lit).
+        idx: (B, 4, P) int32 flat texel index of each bilinear corner.
+        spread: (B, 5, P) the bilinear fractions ax, ay and the RGB gradient reaching the
+            texture (the scatter stage weights it onto the corners: fewer planes to write).
+        g_bg: (B|1, P, 3) gradient of the background.
+    """
+    e = _planar_eval(
+        plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, best_k
+    )
+    B = Wf.shape[0]
+    P = H * W
+    fg = (e["best_k"] >= 0).unsqueeze(-1)
+    gi = g_img.reshape(B, 3, P).transpose(1, 2)  # (B, P, 3)
+    g_bg = torch.where(fg, torch.zeros_like(gi), gi)
+    if bg_shared:
+        g_bg = g_bg.sum(0, keepdim=True)
+    gc = torch.where(fg, gi, torch.zeros_like(gi))
+    extra = []
+    if lit:
+        extra = [(gc * e["col"]).sum(-1)]
+        gc = gc * e["shade"].unsqueeze(-1)
+    ax, ay = e["ax"], e["ay"]
+    c00, c01, c10, c11 = e["c"]
+    dax = (c01 - c00) * (1 - ay) + (c11 - c10) * ay
+    day = e["bot"] - e["top"]
+    gu = (gc * dax).sum(-1) * e["sx"]
+    gv = (gc * day).sum(-1) * e["sy"]
+    g = e["g"]
+    inv = e["inv"]
+    gd = g_depth.reshape(B, P) * fg[..., 0]
+    gU = gu * inv
+    gV = gv * inv
+    g_inv = gu * e["U"] + gv * e["V"] + gd * g[9]
+    gD = -g_inv * inv * inv
+    xp, yp = e["xp"], e["yp"]
+    feats = [gU * xp, gU * yp, gU, gV * xp, gV * yp, gV, gD * xp, gD * yp, gD, gd * inv, gu, gv]
+    spread = torch.stack([ax[..., 0], ay[..., 0], gc[..., 0], gc[..., 1], gc[..., 2]], 1)
+    idx = torch.stack([i.to(torch.int32) for i in e["i"]], 1)
+    return torch.stack(feats + extra, 1), idx, spread, g_bg
+
+
+def _scatter_texels(idx, spread, n_texels: int):
+    """Texel gradient (n_texels, 3) from the corners' indices (B, 4, P) and the bilinear
+    fractions and RGB gradient (B, 5, P) of `_planar_backward_pixels`.
+
+    Compiled single-threaded: Inductor then adds in place instead of with atomic
+    compare-and-swap, which made the two-thread scatter over twice as slow on the CPU.
+    """
+    ax, ay = spread[:, 0], spread[:, 1]
+    weights = ((1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay)
+    g_tex = torch.zeros(n_texels * 3, dtype=spread.dtype, device=spread.device)
+    for corner, weight in enumerate(weights):
+        base = idx[:, corner].reshape(-1).long() * 3
+        for ch in range(3):
+            value = (spread[:, 2 + ch] * weight).reshape(-1)
+            g_tex = g_tex.index_put((base + ch,), value, accumulate=True)
+    return g_tex.view(n_texels, 3)
+
+
+def _segment_sums(feats, best_k, K: int):
+    """Sums of feats (B, F, P) over each image's pixels of primitive k: (B, K, F).
+
+    One batched matrix product with the pixels' one-hot primitive ids (background: none).
+    """
+    B, F, P = feats.shape
+    ks = torch.arange(K, dtype=best_k.dtype, device=best_k.device)
+    one_hot = (best_k.reshape(B, P, 1) == ks).to(feats.dtype)
+    return torch.bmm(feats, one_hot).transpose(1, 2)
+
+
+def _planar_backward_staged(pixels, scatter):
+    """The compiled planar backward as three stages (per pixel, sums, texel scatter)."""
+
+    def backward(*args):
+        feats, idx, spread, g_bg = pixels(*args)
+        plan_tab, texels, best_k = args[0], args[1], args[-1]
+        g_tab = _segment_sums(feats, best_k, plan_tab.shape[1])
+        return g_tab, scatter(idx, spread, texels.shape[0]), g_bg
+
+    return backward
+
+
 _PLANAR_FNS = {}
 
 
 def _planar_fns(compiled: bool):
     if not compiled:
-        return _planar_forward, _planar_backward
+        return _planar_forward, _planar_backward_staged(_planar_backward_pixels, _scatter_texels)
     if "f" not in _PLANAR_FNS:
         _PLANAR_FNS["f"] = torch.compile(_planar_forward, dynamic=False)
-        _PLANAR_FNS["b"] = torch.compile(_planar_backward, dynamic=False)
+        _PLANAR_FNS["b"] = _planar_backward_staged(
+            torch.compile(_planar_backward_pixels, dynamic=False),
+            torch.compile(_scatter_texels, dynamic=False, options={"cpp.threads": 1}),
+        )
     return _PLANAR_FNS["f"], _PLANAR_FNS["b"]
 
 
