@@ -1263,8 +1263,17 @@ def _planar_eval(
 
 
 def _planar_forward(
-    plan_tab, texels, bg, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, w0
+    plan_tab, texels, bg, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, w0, keep=False
 ):
+    """Image (B, 3, H, W), depth (B, 1, H, W) and primitive id (B, H, W) of a planar scene.
+
+    With ``keep`` (a backward will follow) also what the backward needs per pixel, taken from
+    the texel values this pass gathers anyway, so that the backward gathers no texel again:
+        saved: (B, 8, P) (11 lit) planes: d colour / d u (RGB, per unit u, clamping
+            included), d colour / d v (RGB), the bilinear fractions ax, ay, and (lit) the
+            unshaded colour (RGB).
+        idx: (B, 4, P) int32 flat texel index of each bilinear corner.
+    """
     e = _planar_eval(
         plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, w0=w0
     )
@@ -1273,213 +1282,120 @@ def _planar_forward(
     fg = e["best_k"] >= 0
     img = torch.where(fg.unsqueeze(-1), col, bg)
     depth = torch.where(fg, e["g"][9] * e["inv"], torch.zeros_like(e["inv"]))
-    return (
+    out = (
         img.view(B, H, W, 3).permute(0, 3, 1, 2).contiguous(),
         depth.view(B, 1, H, W),
         e["best_k"].view(B, H, W),
     )
-
-
-def _planar_backward(
-    plan_tab,
-    texels,
-    bg_shared,
-    Wf,
-    NXf,
-    NYf,
-    t_off,
-    t_w,
-    t_h,
-    t_rep,
-    codes,
-    H,
-    W,
-    lit,
-    g_img,
-    g_depth,
-    best_k,
-):
-    """Hand-written backward: per-pixel gradients, then per-(b, k) sums (a masked reduction
-    over pixels, not a scatter) for the planar table and a scatter-add for the texels."""
-    e = _planar_eval(
-        plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, best_k
-    )
-    B, K = Wf.shape[:2]
-    P = H * W
-    fg = (e["best_k"] >= 0).unsqueeze(-1)
-    gi = g_img.reshape(B, 3, P).transpose(1, 2)  # (B, P, 3)
-    g_bg = torch.where(fg, torch.zeros_like(gi), gi)
-    if bg_shared:
-        g_bg = g_bg.sum(0, keepdim=True)  # bg broadcast over the batch
-    gc = torch.where(fg, gi, torch.zeros_like(gi))
-    feats_extra = []
-    if lit:
-        g_shade = (gc * e["col"]).sum(-1)
-        gc = gc * e["shade"].unsqueeze(-1)
-        feats_extra = [g_shade]
-    ax, ay = e["ax"], e["ay"]
+    if not keep:
+        return out
     c00, c01, c10, c11 = e["c"]
-    dax = (c01 - c00) * (1 - ay) + (c11 - c10) * ay
-    day = e["bot"] - e["top"]
-    gu = (gc * dax).sum(-1) * e["sx"]
-    gv = (gc * day).sum(-1) * e["sy"]
-    # texels: four weighted scatters
-    wts = ((1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay)
-    g_tex = torch.zeros_like(texels)
-    for i, w in zip(e["i"], wts, strict=True):  # separate scatters: nothing (7M, 3) materialised
-        g_tex = g_tex.index_put((i.reshape(-1),), (gc * w).reshape(-1, 3), accumulate=True)
-    # planar coefficients
-    g = e["g"]
-    inv = e["inv"]
-    gd = g_depth.reshape(B, P) * fg[..., 0]
-    gU = gu * inv
-    gV = gv * inv
-    g_inv = gu * e["U"] + gv * e["V"] + gd * g[9]
-    gD = -g_inv * inv * inv
-    xp, yp = e["xp"], e["yp"]
-    feats = [gU * xp, gU * yp, gU, gV * xp, gV * yp, gV, gD * xp, gD * yp, gD, gd * inv, gu, gv]
-    feats += feats_extra
-    # per-(b, k) sums as masked reductions over pixels (fused, no one-hot or feature buffers)
-    zero = torch.zeros_like(gu)
-    g_tab = torch.stack(
-        [
-            torch.stack([torch.where(e["best_k"] == k, f, zero).sum(1) for f in feats], -1)
-            for k in range(K)
-        ],
-        1,
-    )  # (B, K, 12|13)
-    return g_tab, g_tex, g_bg
+    ay = e["ay"]
+    d_du = ((c01 - c00) * (1 - ay) + (c11 - c10) * ay) * e["sx"].unsqueeze(-1)
+    d_dv = (e["bot"] - e["top"]) * e["sy"].unsqueeze(-1)
+    planes = [d_du[..., ch] for ch in range(3)] + [d_dv[..., ch] for ch in range(3)]
+    planes += [e["ax"][..., 0], ay[..., 0]]
+    if lit:
+        planes += [e["col"][..., ch] for ch in range(3)]
+    idx = torch.stack([i.to(torch.int32) for i in e["i"]], 1)
+    return out + (torch.stack(planes, 1), idx)
 
 
-def _planar_backward_pixels(
-    plan_tab,
-    texels,
-    bg_shared,
-    Wf,
-    NXf,
-    NYf,
-    t_off,
-    t_w,
-    t_h,
-    t_rep,
-    codes,
-    H,
-    W,
-    lit,
-    g_img,
-    g_depth,
-    best_k,
-):
-    """First stage of the compiled planar backward: everything per pixel, written out once.
+def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best_k, saved):
+    """The planar backward but for the texels: the per-pixel gradients, from the forward's
+    ``saved`` planes (no texel is gathered again) and the planar table, summed per (image,
+    primitive).
 
-    Fused into a few loops by ``torch.compile``; the per-(b, k) sums and the texel scatter run
-    as separate stages (`_planar_backward_staged`) because, fused into this one, Inductor
-    recomputed the whole per-pixel chain for every sum and every scattered channel.
+    Args:
+        plan_tab: (B, K, 13) the table of `_planar_forms`; g_img (B, 3, H, W); g_depth
+            (B, 1, H, W); best_k (B, H, W); saved: (B, 8|11, P) of `_planar_forward`.
 
     Returns:
-        feats: (B, F, P) per-pixel gradients of the planar table's entries (F = 12, 13 lit).
-        idx: (B, 4, P) int32 flat texel index of each bilinear corner.
-        spread: (B, 5, P) the bilinear fractions ax, ay and the RGB gradient reaching the
-            texture (the scatter stage weights it onto the corners: fewer planes to write).
+        g_tab: (B, K, F) gradient of the table's entries (F = 12, 13 lit).
+        gc: (B, 3, P) the RGB gradient reaching the texture.
         g_bg: (B|1, P, 3) gradient of the background.
     """
-    e = _planar_eval(
-        plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, best_k
-    )
-    B = Wf.shape[0]
+    B = plan_tab.shape[0]
     P = H * W
-    fg = (e["best_k"] >= 0).unsqueeze(-1)
-    gi = g_img.reshape(B, 3, P).transpose(1, 2)  # (B, P, 3)
-    g_bg = torch.where(fg, torch.zeros_like(gi), gi)
+    dtype = plan_tab.dtype
+    x = torch.arange(W, dtype=dtype, device=plan_tab.device) + 0.5
+    y = torch.arange(H, dtype=dtype, device=plan_tab.device) + 0.5
+    xp = x.view(1, 1, W).expand(B, H, W).reshape(B, P)
+    yp = y.view(1, H, 1).expand(B, H, W).reshape(B, P)
+    best_k = best_k.reshape(B, P).long()
+    fg = best_k >= 0
+    kc = best_k.clamp(min=0)
+    g = plan_tab.gather(1, kc.unsqueeze(-1).expand(B, P, plan_tab.shape[-1])).unbind(-1)
+    U = g[0] * xp + g[1] * yp + g[2]
+    V = g[3] * xp + g[4] * yp + g[5]
+    D = g[6] * xp + g[7] * yp + g[8]
+    inv = 1.0 / torch.where(D.abs() > 1e-30, D, torch.ones_like(D))
+    gi = g_img.reshape(B, 3, P)
+    g_bg = torch.where(fg.unsqueeze(1), torch.zeros_like(gi), gi).transpose(1, 2)
     if bg_shared:
         g_bg = g_bg.sum(0, keepdim=True)
-    gc = torch.where(fg, gi, torch.zeros_like(gi))
+    gc = [torch.where(fg, gi[:, ch], torch.zeros_like(xp)) for ch in range(3)]
     extra = []
     if lit:
-        extra = [(gc * e["col"]).sum(-1)]
-        gc = gc * e["shade"].unsqueeze(-1)
-    ax, ay = e["ax"], e["ay"]
-    c00, c01, c10, c11 = e["c"]
-    dax = (c01 - c00) * (1 - ay) + (c11 - c10) * ay
-    day = e["bot"] - e["top"]
-    gu = (gc * dax).sum(-1) * e["sx"]
-    gv = (gc * day).sum(-1) * e["sy"]
-    g = e["g"]
-    inv = e["inv"]
-    gd = g_depth.reshape(B, P) * fg[..., 0]
+        extra = [sum(gc[ch] * saved[:, 8 + ch] for ch in range(3))]
+        gc = [c * g[12] for c in gc]
+    gu = sum(gc[ch] * saved[:, ch] for ch in range(3))
+    gv = sum(gc[ch] * saved[:, 3 + ch] for ch in range(3))
+    gd = torch.where(fg, g_depth.reshape(B, P), torch.zeros_like(xp))
     gU = gu * inv
     gV = gv * inv
-    g_inv = gu * e["U"] + gv * e["V"] + gd * g[9]
+    g_inv = gu * U + gv * V + gd * g[9]
     gD = -g_inv * inv * inv
-    xp, yp = e["xp"], e["yp"]
     feats = [gU * xp, gU * yp, gU, gV * xp, gV * yp, gV, gD * xp, gD * yp, gD, gd * inv, gu, gv]
-    spread = torch.stack([ax[..., 0], ay[..., 0], gc[..., 0], gc[..., 1], gc[..., 2]], 1)
-    idx = torch.stack([i.to(torch.int32) for i in e["i"]], 1)
-    return torch.stack(feats + extra, 1), idx, spread, g_bg
+    # Per-(image, primitive) sums as one batched product with the one-hot primitive ids
+    # (background pixels: all zero); an extern BLAS call, not fused.
+    ks = torch.arange(plan_tab.shape[1], device=best_k.device)
+    one_hot = (best_k.unsqueeze(-1) == ks).to(dtype)  # (B, P, K)
+    g_tab = torch.bmm(torch.stack(feats + extra, 1), one_hot).transpose(1, 2)
+    return g_tab, torch.stack(gc, 1), g_bg
 
 
-def _scatter_texels(idx, spread, n_texels: int):
-    """Texel gradient (n_texels, 3) from the corners' indices (B, 4, P) and the bilinear
-    fractions and RGB gradient (B, 5, P) of `_planar_backward_pixels`.
+def _scatter_texels(idx, fractions, gc, n_texels: int):
+    """Texel gradient (n_texels, 3) from the corners' indices (B, 4, P), the bilinear
+    fractions ax, ay (B, 2, P) and the RGB gradient reaching the texture (B, 3, P).
 
     Compiled single-threaded: Inductor then adds in place instead of with atomic
     compare-and-swap, which made the two-thread scatter over twice as slow on the CPU.
     """
-    ax, ay = spread[:, 0], spread[:, 1]
+    ax, ay = fractions[:, 0], fractions[:, 1]
     weights = ((1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay)
-    g_tex = torch.zeros(n_texels * 3, dtype=spread.dtype, device=spread.device)
+    g_tex = torch.zeros(n_texels * 3, dtype=gc.dtype, device=gc.device)
     for corner, weight in enumerate(weights):
         base = idx[:, corner].reshape(-1).long() * 3
         for ch in range(3):
-            value = (spread[:, 2 + ch] * weight).reshape(-1)
+            value = (gc[:, ch] * weight).reshape(-1)
             g_tex = g_tex.index_put((base + ch,), value, accumulate=True)
     return g_tex.view(n_texels, 3)
-
-
-def _segment_sums(feats, best_k, K: int):
-    """Sums of feats (B, F, P) over each image's pixels of primitive k: (B, K, F).
-
-    One batched matrix product with the pixels' one-hot primitive ids (background: none).
-    """
-    B, F, P = feats.shape
-    ks = torch.arange(K, dtype=best_k.dtype, device=best_k.device)
-    one_hot = (best_k.reshape(B, P, 1) == ks).to(feats.dtype)
-    return torch.bmm(feats, one_hot).transpose(1, 2)
-
-
-def _planar_backward_staged(pixels, scatter):
-    """The compiled planar backward as three stages (per pixel, sums, texel scatter)."""
-
-    def backward(*args):
-        feats, idx, spread, g_bg = pixels(*args)
-        plan_tab, texels, best_k = args[0], args[1], args[-1]
-        g_tab = _segment_sums(feats, best_k, plan_tab.shape[1])
-        return g_tab, scatter(idx, spread, texels.shape[0]), g_bg
-
-    return backward
 
 
 _PLANAR_FNS = {}
 
 
 def _planar_fns(compiled: bool):
+    """(forward, per-pixel backward, texel scatter), compiled or not."""
     if not compiled:
-        return _planar_forward, _planar_backward_staged(_planar_backward_pixels, _scatter_texels)
+        return _planar_forward, _planar_backward_pixels, _scatter_texels
     if "f" not in _PLANAR_FNS:
         _PLANAR_FNS["f"] = torch.compile(_planar_forward, dynamic=False)
-        _PLANAR_FNS["b"] = _planar_backward_staged(
-            torch.compile(_planar_backward_pixels, dynamic=False),
-            torch.compile(_scatter_texels, dynamic=False, options={"cpp.threads": 1}),
-        )
-    return _PLANAR_FNS["f"], _PLANAR_FNS["b"]
+        _PLANAR_FNS["b"] = torch.compile(_planar_backward_pixels, dynamic=False)
+        _PLANAR_FNS["s"] = torch.compile(_scatter_texels, dynamic=False, options={"cpp.threads": 1})
+    return _PLANAR_FNS["f"], _PLANAR_FNS["b"], _PLANAR_FNS["s"]
 
 
 class _PlanarRender(torch.autograd.Function):
-    """Hard-edge render of planar primitives (rectangles, planes) with a hand-written,
-    recompute-based backward (nothing per pixel is stored between forward and backward).
+    """Hard-edge render of planar primitives (rectangles, planes) with a hand-written
+    backward in three stages: per pixel (from what the forward kept: the colour's derivatives
+    along u and v, the bilinear fractions and corner indices; 48 bytes a pixel, 60 lit), the
+    per-(image, primitive) sums of the planar table's gradient (one batched matrix product),
+    and the texel scatter.
 
-    Uncompiled, it runs over blocks of images (cache-sized, ``chunk`` pixels); compiled, the
-    fused loops run over the whole batch at once.
+    Uncompiled, the forward runs over blocks of images (cache-sized, ``chunk`` pixels);
+    compiled, the fused loops run over the whole batch at once.
     """
 
     @staticmethod
@@ -1503,7 +1419,8 @@ class _PlanarRender(torch.autograd.Function):
         chunk,
         w0,
     ):
-        fwd, _ = _planar_fns(compiled)
+        fwd = _planar_fns(compiled)[0]
+        keep = any(ctx.needs_input_grad)
         B = Wf.shape[0]
         nb = B if compiled else max(1, min(B, chunk // (H * W)))
         outs = []
@@ -1528,53 +1445,29 @@ class _PlanarRender(torch.autograd.Function):
                     W,
                     lit,
                     w0s,
+                    keep,
                 )
             )
-        img, depth, best_k = (
+        img, depth, best_k, *kept = (
             torch.cat(x) if len(outs) > 1 else x[0] for x in zip(*outs, strict=True)
         )
-        ctx.save_for_backward(plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, best_k)
-        ctx.args = (codes, H, W, lit, compiled, bg.shape[0] == 1, nb)
+        ctx.save_for_backward(plan_tab, best_k, *kept)
+        ctx.args = (H, W, lit, compiled, bg.shape[0] == 1, texels.shape[0])
         ctx.mark_non_differentiable(best_k)
         return img, depth, best_k
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g_img, g_depth, _):
-        plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, best_k = ctx.saved_tensors
-        codes, H, W, lit, compiled, bg_shared, nb = ctx.args
-        _, bwd = _planar_fns(compiled)
-        B = Wf.shape[0]
+        plan_tab, best_k, saved, idx = ctx.saved_tensors
+        H, W, lit, compiled, bg_shared, n_texels = ctx.args
+        _, pixels, scatter = _planar_fns(compiled)
+        B = plan_tab.shape[0]
         if g_img is None:
-            g_img = torch.zeros(B, 3, H, W, dtype=Wf.dtype, device=Wf.device)
+            g_img = torch.zeros(B, 3, H, W, dtype=plan_tab.dtype, device=plan_tab.device)
         if g_depth is None:
-            g_depth = torch.zeros(B, 1, H, W, dtype=Wf.dtype, device=Wf.device)
+            g_depth = torch.zeros(B, 1, H, W, dtype=plan_tab.dtype, device=plan_tab.device)
         g_img, g_depth = g_img.contiguous(), g_depth.contiguous()
-        g_tabs, g_bgs, g_tex = [], [], None
-        for b0 in range(0, B, nb):
-            sl = slice(b0, min(B, b0 + nb))
-            g_tab, gt, g_bg = bwd(
-                plan_tab[sl],
-                texels,
-                bg_shared,
-                Wf[sl],
-                NXf[sl],
-                NYf[sl],
-                t_off,
-                t_w,
-                t_h,
-                t_rep,
-                codes,
-                H,
-                W,
-                lit,
-                g_img[sl],
-                g_depth[sl],
-                best_k[sl],
-            )
-            g_tabs.append(g_tab)
-            g_bgs.append(g_bg)
-            g_tex = gt if g_tex is None else g_tex.add_(gt)
-        g_tab = torch.cat(g_tabs)
-        g_bg = sum(g_bgs[1:], g_bgs[0]) if bg_shared else torch.cat(g_bgs)
+        g_tab, gc, g_bg = pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best_k, saved)
+        g_tex = scatter(idx, saved[:, 6:8], gc, n_texels)
         return (g_tab, g_tex, g_bg) + (None,) * 14
