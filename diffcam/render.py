@@ -33,11 +33,12 @@ layer as the opaque back at its depth: primitives behind it get coverage 0.
 
 Backends (hard edges, no mip-mapping): "eager" (default) is the chunked pipeline above;
 "dense" is one branch-free pass over all pixels with the K primitives unrolled (and, for
-planar-only scenes, a hand-written recompute-based backward: per-pixel gradients, masked
-reductions per (b, k), scatter-adds into the texels); "compile" runs "dense" through
-``torch.compile``. All three give the same values and gradients (tests/diffcam/test_backends.py).
-The eager backward is deterministic (index_add on CPU); the compiled one scatters texel
-gradients with atomic adds, so its summation order may vary between runs.
+planar-only scenes, a hand-written backward from what the forward keeps per pixel: per-pixel
+gradients, their sums per (b, k) as one batched matrix product, scatter-adds into the texels);
+"compile" runs "dense" through ``torch.compile``. All three give the same values and gradients
+(tests/diffcam/test_backends.py). On the CPU every backward is deterministic (index_add; the
+compiled texel scatter runs single-threaded, without atomics); on CUDA the scatters use atomic
+adds, so their summation order may vary between runs.
 """
 
 from __future__ import annotations
