@@ -401,6 +401,10 @@ def _render(
                 backend == "compile",
                 max(1, max_chunk // (4 * K)),
                 w0,
+                # Whether a backward can follow (inside the Function, needs_input_grad is
+                # True even under no_grad): only then keep per-pixel data for it.
+                torch.is_grad_enabled()
+                and any(t.requires_grad for t in (plan_tab, atlas.texels, bg)),
             )
             return img, depth, oid
         img, depth, oid = _dense_fn(backend == "compile")(
@@ -1419,9 +1423,9 @@ class _PlanarRender(torch.autograd.Function):
         compiled,
         chunk,
         w0,
+        keep,
     ):
         fwd = _planar_fns(compiled)[0]
-        keep = any(ctx.needs_input_grad)
         B = Wf.shape[0]
         nb = B if compiled else max(1, min(B, chunk // (H * W)))
         outs = []
@@ -1471,4 +1475,4 @@ class _PlanarRender(torch.autograd.Function):
         g_img, g_depth = g_img.contiguous(), g_depth.contiguous()
         g_tab, gc, g_bg = pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best_k, saved)
         g_tex = scatter(idx, saved[:, 6:8], gc, n_texels)
-        return (g_tab, g_tex, g_bg) + (None,) * 14
+        return (g_tab, g_tex, g_bg) + (None,) * 15
