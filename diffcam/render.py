@@ -168,7 +168,8 @@ def render_buffers(
             scene structure and image size). "dense" applies to hard edges without
             mip-mapping; "compile" to those when every primitive is a rectangle or plane
             (compiled autograd of curved primitives was slower than eager); other settings
-            use the eager path.
+            use the eager path. On Linux, `diffcam.allocator.keep_freed_memory()` makes
+            repeated large renders faster still (no fresh pages to fault in on every call).
         background_depth: optional (B|1, 1, s*H, s*W) camera-z depth (m) of an image-valued
             ``background``, in the depth buffer's convention (0, or inf, = nothing there).
             The background then acts as a pre-rendered opaque layer (e.g. static scenery
