@@ -1274,11 +1274,10 @@ def _planar_forward(
     """Image (B, 3, H, W), depth (B, 1, H, W) and primitive id (B, H, W) of a planar scene.
 
     With ``keep`` (a backward will follow) also what the backward needs per pixel, taken from
-    the texel values this pass gathers anyway, so that the backward gathers no texel again:
-        saved: (B, 8, P) (11 lit) planes: d colour / d u (RGB, per unit u, clamping
-            included), d colour / d v (RGB), the bilinear fractions ax, ay, and (lit) the
-            unshaded colour (RGB).
-        idx: (B, 4, P) int32 flat texel index of each bilinear corner.
+    the texel values this pass gathers anyway, so that the backward gathers no texel again,
+    as separate (B, P) planes (stacking them cost a copy each): d colour / d u (RGB, per unit
+    u, clamping included), d colour / d v (RGB), the bilinear fractions ax, ay, (lit) the
+    unshaded colour (RGB), then the int32 flat texel index of each bilinear corner (4).
     """
     e = _planar_eval(
         plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, w0=w0
@@ -1303,8 +1302,7 @@ def _planar_forward(
     planes += [e["ax"][..., 0], ay[..., 0]]
     if lit:
         planes += [e["col"][..., ch] for ch in range(3)]
-    idx = torch.stack([i.to(torch.int32) for i in e["i"]], 1)
-    return out + (torch.stack(planes, 1), idx)
+    return out + tuple(planes) + tuple(i.to(torch.int32) for i in e["i"])
 
 
 def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best_k, saved):
@@ -1314,7 +1312,8 @@ def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best
 
     Args:
         plan_tab: (B, K, 13) the table of `_planar_forms`; g_img (B, 3, H, W); g_depth
-            (B, 1, H, W); best_k (B, H, W); saved: (B, 8|11, P) of `_planar_forward`.
+            (B, 1, H, W); best_k (B, H, W); saved: the 8|11 float planes (B, P) kept by
+            `_planar_forward`.
 
     Returns:
         g_tab: (B, K, F) gradient of the table's entries (F = 12, 13 lit).
@@ -1343,10 +1342,10 @@ def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best
     gc = [torch.where(fg, gi[:, ch], torch.zeros_like(xp)) for ch in range(3)]
     extra = []
     if lit:
-        extra = [sum(gc[ch] * saved[:, 8 + ch] for ch in range(3))]
+        extra = [sum(gc[ch] * saved[8 + ch] for ch in range(3))]
         gc = [c * g[12] for c in gc]
-    gu = sum(gc[ch] * saved[:, ch] for ch in range(3))
-    gv = sum(gc[ch] * saved[:, 3 + ch] for ch in range(3))
+    gu = sum(gc[ch] * saved[ch] for ch in range(3))
+    gv = sum(gc[ch] * saved[3 + ch] for ch in range(3))
     gd = torch.where(fg, g_depth.reshape(B, P), torch.zeros_like(xp))
     gU = gu * inv
     gV = gv * inv
@@ -1355,24 +1354,25 @@ def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best
     feats = [gU * xp, gU * yp, gU, gV * xp, gV * yp, gV, gD * xp, gD * yp, gD, gd * inv, gu, gv]
     # Per-(image, primitive) sums as one batched product with the one-hot primitive ids
     # (background pixels: all zero); an extern BLAS call, not fused.
+    # (B, K, P) with the pixels innermost, so that the loop writing it is vectorised; the
+    # product takes its transpose as is.
     ks = torch.arange(plan_tab.shape[1], device=best_k.device)
-    one_hot = (best_k.unsqueeze(-1) == ks).to(dtype)  # (B, P, K)
-    g_tab = torch.bmm(torch.stack(feats + extra, 1), one_hot).transpose(1, 2)
+    one_hot = (best_k.unsqueeze(1) == ks.view(1, -1, 1)).to(dtype)
+    g_tab = torch.bmm(torch.stack(feats + extra, 1), one_hot.transpose(1, 2)).transpose(1, 2)
     return g_tab, torch.stack(gc, 1), g_bg
 
 
-def _scatter_texels(idx, fractions, gc, n_texels: int):
-    """Texel gradient (n_texels, 3) from the corners' indices (B, 4, P), the bilinear
-    fractions ax, ay (B, 2, P) and the RGB gradient reaching the texture (B, 3, P).
+def _scatter_texels(idx, ax, ay, gc, n_texels: int):
+    """Texel gradient (n_texels, 3) from the corners' int32 indices (4 planes (B, P)), the
+    bilinear fractions ax, ay (B, P) and the RGB gradient reaching the texture (B, 3, P).
 
     Compiled single-threaded: Inductor then adds in place instead of with atomic
     compare-and-swap, which made the two-thread scatter over twice as slow on the CPU.
     """
-    ax, ay = fractions[:, 0], fractions[:, 1]
     weights = ((1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay)
     g_tex = torch.zeros(n_texels * 3, dtype=gc.dtype, device=gc.device)
     for corner, weight in enumerate(weights):
-        base = idx[:, corner].reshape(-1).long() * 3
+        base = idx[corner].reshape(-1).long() * 3
         for ch in range(3):
             value = (gc[:, ch] * weight).reshape(-1)
             g_tex = g_tex.index_put((base + ch,), value, accumulate=True)
@@ -1465,7 +1465,8 @@ class _PlanarRender(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g_img, g_depth, _):
-        plan_tab, best_k, saved, idx = ctx.saved_tensors
+        plan_tab, best_k, *kept = ctx.saved_tensors
+        saved, idx = kept[:-4], kept[-4:]
         H, W, lit, compiled, bg_shared, n_texels = ctx.args
         _, pixels, scatter = _planar_fns(compiled)
         B = plan_tab.shape[0]
@@ -1475,5 +1476,5 @@ class _PlanarRender(torch.autograd.Function):
             g_depth = torch.zeros(B, 1, H, W, dtype=plan_tab.dtype, device=plan_tab.device)
         g_img, g_depth = g_img.contiguous(), g_depth.contiguous()
         g_tab, gc, g_bg = pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best_k, saved)
-        g_tex = scatter(idx, saved[:, 6:8], gc, n_texels)
+        g_tex = scatter(idx, saved[6], saved[7], gc, n_texels)
         return (g_tab, g_tex, g_bg) + (None,) * 15
