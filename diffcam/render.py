@@ -1179,14 +1179,21 @@ def _dense_fn(compiled: bool):
 
 
 # ---------------------------------------------------------------------------- planar fast path
-def _planar_eval(
-    plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, best_k=None, w0=None
+def _planar_forward(
+    plan_tab, texels, bg, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, w0, keep=False
 ):
-    """Shared by the planar forward and backward: nearest hit (unless ``best_k`` is given;
-    against a layer's inverse depth ``w0`` (B|1, H, W) if any) and everything per pixel.
+    """Image (B, 3, H, W), depth (B, 1, H, W) and primitive id (B, H, W) of a planar scene:
+    the nearest hit (against a layer's inverse depth ``w0`` (B|1, H, W) if any), its (u, v)
+    from the planar table, a bilinear texel sample. Plain tensor code without autograd, fused
+    by ``torch.compile`` when the compiled backend is used; every per-pixel quantity is a
+    (B, P) plane, colours one plane per channel (an (B, P, 3) layout made Inductor loop over
+    the 3 channels with masked vectors).
 
-    Returns a dict of per-pixel (B, P) tensors; plain tensor code without autograd, fused by
-    ``torch.compile`` when the compiled backend is used.
+    With ``keep`` (a backward will follow) also what the backward needs per pixel, taken from
+    the texel values this pass gathers anyway, so that the backward gathers no texel again,
+    as separate (B, P) planes (stacking them cost a copy each): d colour / d u (RGB, per unit
+    u, clamping included), d colour / d v (RGB), the bilinear fractions ax, ay, (lit) the
+    unshaded colour (RGB), then the int32 flat texel index of each bilinear corner (4).
     """
     B, K = Wf.shape[:2]
     dtype = Wf.dtype
@@ -1195,25 +1202,23 @@ def _planar_eval(
     P = H * W
     xp = x.view(1, 1, W).expand(B, H, W).reshape(B, P)
     yp = y.view(1, H, 1).expand(B, H, W).reshape(B, P)
-    if best_k is None:
-        if w0 is None:
-            best_w = torch.zeros(B, P, dtype=dtype, device=Wf.device)
-        else:
-            best_w = w0.reshape(w0.shape[0], P)
-        best_k = torch.full((B, P), -1, dtype=torch.long, device=Wf.device)
-        for k, code in enumerate(codes):
-
-            def ev(F, k=k):
-                f = F[:, k].unsqueeze(-1)
-                return f[:, 0] * xp + f[:, 1] * yp + f[:, 2]
-
-            w = ev(Wf)
-            hit = torch.maximum(ev(NXf).abs(), ev(NYf).abs()) < w if code == RECT else w > 0
-            better = hit & (w > best_w)
-            best_w = torch.where(better, w, best_w)
-            best_k = torch.where(better, k, best_k)
+    if w0 is None:
+        best_w = torch.zeros(B, P, dtype=dtype, device=Wf.device)
     else:
-        best_k = best_k.reshape(B, P).long()
+        best_w = w0.reshape(w0.shape[0], P)
+    best_k = torch.full((B, P), -1, dtype=torch.long, device=Wf.device)
+    for k, code in enumerate(codes):
+
+        def ev(F, k=k):
+            f = F[:, k].unsqueeze(-1)
+            return f[:, 0] * xp + f[:, 1] * yp + f[:, 2]
+
+        w = ev(Wf)
+        hit = torch.maximum(ev(NXf).abs(), ev(NYf).abs()) < w if code == RECT else w > 0
+        better = hit & (w > best_w)
+        best_w = torch.where(better, w, best_w)
+        best_k = torch.where(better, k, best_k)
+    fg = best_k >= 0
     kc = best_k.clamp(min=0)
     g = plan_tab.gather(1, kc.unsqueeze(-1).expand(B, P, plan_tab.shape[-1])).unbind(-1)
     U = g[0] * xp + g[1] * yp + g[2]
@@ -1239,70 +1244,30 @@ def _planar_eval(
     y1w = torch.where(rep, torch.where(y0w + 1 >= hf, 0.0, y0w + 1), torch.minimum(y0w + 1, hf - 1))
     r0 = off + y0w.long() * wi
     r1 = off + y1w.long() * wi
-    i00, i01 = r0 + x0w.long(), r0 + x1w.long()
-    i10, i11 = r1 + x0w.long(), r1 + x1w.long()
-    c00, c01, c10, c11 = texels[i00], texels[i01], texels[i10], texels[i11]  # (B, P, 3)
-    axe, aye = ax.unsqueeze(-1), ay.unsqueeze(-1)
-    top = c00 + (c01 - c00) * axe
-    bot = c10 + (c11 - c10) * axe
-    col = top + (bot - top) * aye
-    return dict(
-        best_k=best_k,
-        kc=kc,
-        g=g,
-        xp=xp,
-        yp=yp,
-        U=U,
-        V=V,
-        inv=inv,
-        col=col,
-        i=(i00, i01, i10, i11),
-        c=(c00, c01, c10, c11),
-        top=top,
-        bot=bot,
-        ax=axe,
-        ay=aye,
-        sx=wf * (rep | ((xr >= 0) & (xr <= wf - 1))),
-        sy=-hf * (rep | ((yr >= 0) & (yr <= hf - 1))),
-        shade=g[12] if lit else None,
-    )
-
-
-def _planar_forward(
-    plan_tab, texels, bg, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, w0, keep=False
-):
-    """Image (B, 3, H, W), depth (B, 1, H, W) and primitive id (B, H, W) of a planar scene.
-
-    With ``keep`` (a backward will follow) also what the backward needs per pixel, taken from
-    the texel values this pass gathers anyway, so that the backward gathers no texel again,
-    as separate (B, P) planes (stacking them cost a copy each): d colour / d u (RGB, per unit
-    u, clamping included), d colour / d v (RGB), the bilinear fractions ax, ay, (lit) the
-    unshaded colour (RGB), then the int32 flat texel index of each bilinear corner (4).
-    """
-    e = _planar_eval(
-        plan_tab, texels, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, w0=w0
-    )
-    B = Wf.shape[0]
-    col = e["col"] if not lit else e["col"] * e["shade"].unsqueeze(-1)
-    fg = e["best_k"] >= 0
-    img = torch.where(fg.unsqueeze(-1), col, bg)
-    depth = torch.where(fg, e["g"][9] * e["inv"], torch.zeros_like(e["inv"]))
+    corners = (r0 + x0w.long(), r0 + x1w.long(), r1 + x0w.long(), r1 + x1w.long())
+    sx = wf * (rep | ((xr >= 0) & (xr <= wf - 1)))
+    sy = -hf * (rep | ((yr >= 0) & (yr <= hf - 1)))
+    shade = g[12] if lit else None
+    image, colour, d_du, d_dv = [], [], [], []
+    for ch in range(3):
+        c00, c01, c10, c11 = (texels[:, ch][i] for i in corners)
+        top = c00 + (c01 - c00) * ax
+        bot = c10 + (c11 - c10) * ax
+        col = top + (bot - top) * ay
+        image.append(torch.where(fg, col if shade is None else col * shade, bg[..., ch]))
+        colour.append(col)
+        d_du.append(((c01 - c00) * (1 - ay) + (c11 - c10) * ay) * sx)
+        d_dv.append((bot - top) * sy)
+    depth = torch.where(fg, g[9] * inv, torch.zeros_like(inv))
     out = (
-        img.view(B, H, W, 3).permute(0, 3, 1, 2).contiguous(),
+        torch.stack(image, 1).view(B, 3, H, W),
         depth.view(B, 1, H, W),
-        e["best_k"].view(B, H, W),
+        best_k.view(B, H, W),
     )
     if not keep:
         return out
-    c00, c01, c10, c11 = e["c"]
-    ay = e["ay"]
-    d_du = ((c01 - c00) * (1 - ay) + (c11 - c10) * ay) * e["sx"].unsqueeze(-1)
-    d_dv = (e["bot"] - e["top"]) * e["sy"].unsqueeze(-1)
-    planes = [d_du[..., ch] for ch in range(3)] + [d_dv[..., ch] for ch in range(3)]
-    planes += [e["ax"][..., 0], ay[..., 0]]
-    if lit:
-        planes += [e["col"][..., ch] for ch in range(3)]
-    return out + tuple(planes) + tuple(i.to(torch.int32) for i in e["i"])
+    planes = d_du + d_dv + [ax, ay] + (colour if lit else [])
+    return out + tuple(planes) + tuple(i.to(torch.int32) for i in corners)
 
 
 def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best_k, saved):
