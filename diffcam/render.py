@@ -1179,6 +1179,17 @@ def _dense_fn(compiled: bool):
 
 
 # ---------------------------------------------------------------------------- planar fast path
+def _planar_table_at(plan_tab, kc, xp, yp):
+    """The planar table (B, K, 13) at each pixel's primitive ``kc`` (B, P) and the ratios'
+    parts there: (the 13 entries as (B, P) planes, U, V, 1 / D) at pixel centres xp, yp."""
+    B, P = kc.shape
+    g = plan_tab.gather(1, kc.unsqueeze(-1).expand(B, P, plan_tab.shape[-1])).unbind(-1)
+    U = g[0] * xp + g[1] * yp + g[2]
+    V = g[3] * xp + g[4] * yp + g[5]
+    D = g[6] * xp + g[7] * yp + g[8]
+    return g, U, V, 1.0 / torch.where(D.abs() > 1e-30, D, torch.ones_like(D))
+
+
 def _planar_forward(
     plan_tab, texels, bg, Wf, NXf, NYf, t_off, t_w, t_h, t_rep, codes, H, W, lit, w0, keep=False
 ):
@@ -1220,11 +1231,7 @@ def _planar_forward(
         best_k = torch.where(better, k, best_k)
     fg = best_k >= 0
     kc = best_k.clamp(min=0)
-    g = plan_tab.gather(1, kc.unsqueeze(-1).expand(B, P, plan_tab.shape[-1])).unbind(-1)
-    U = g[0] * xp + g[1] * yp + g[2]
-    V = g[3] * xp + g[4] * yp + g[5]
-    D = g[6] * xp + g[7] * yp + g[8]
-    inv = 1.0 / torch.where(D.abs() > 1e-30, D, torch.ones_like(D))
+    g, U, V, inv = _planar_table_at(plan_tab, kc, xp, yp)
     u = U * inv + g[10]
     v = V * inv + g[11]
     # bilinear texel coordinates (as _bilinear_texels)
@@ -1295,11 +1302,7 @@ def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best
     best_k = best_k.reshape(B, P).long()
     fg = best_k >= 0
     kc = best_k.clamp(min=0)
-    g = plan_tab.gather(1, kc.unsqueeze(-1).expand(B, P, plan_tab.shape[-1])).unbind(-1)
-    U = g[0] * xp + g[1] * yp + g[2]
-    V = g[3] * xp + g[4] * yp + g[5]
-    D = g[6] * xp + g[7] * yp + g[8]
-    inv = 1.0 / torch.where(D.abs() > 1e-30, D, torch.ones_like(D))
+    g, U, V, inv = _planar_table_at(plan_tab, kc, xp, yp)
     gi = g_img.reshape(B, 3, P)
     g_bg = torch.where(fg.unsqueeze(1), torch.zeros_like(gi), gi).transpose(1, 2)
     if bg_shared:
