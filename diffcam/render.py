@@ -1113,8 +1113,7 @@ def _hard_dense(
     kq = best_k.view(B, P)
     kc = kq.clamp(min=0)
     fg = (kq >= 0).unsqueeze(-1)
-    xp = x.view(1, 1, W).expand(B, H, W).reshape(B, P)
-    yp = y.view(1, H, 1).expand(B, H, W).reshape(B, P)
+    xp, yp = _pixel_centres(B, H, W, dtype, Wf.device)
     u = v = depth = shade = None
 
     def merge(old, new, sel):
@@ -1179,6 +1178,16 @@ def _dense_fn(compiled: bool):
 
 
 # ---------------------------------------------------------------------------- planar fast path
+def _pixel_centres(B: int, H: int, W: int, dtype, device):
+    """Pixel-centre coordinates x = j + 0.5, y = i + 0.5 as (B, H * W) planes (px)."""
+    x = torch.arange(W, dtype=dtype, device=device) + 0.5
+    y = torch.arange(H, dtype=dtype, device=device) + 0.5
+    return (
+        x.view(1, 1, W).expand(B, H, W).reshape(B, H * W),
+        y.view(1, H, 1).expand(B, H, W).reshape(B, H * W),
+    )
+
+
 def _planar_table_at(plan_tab, kc, xp, yp):
     """The planar table (B, K, 13) at each pixel's primitive ``kc`` (B, P) and the ratios'
     parts there: (the 13 entries as (B, P) planes, U, V, 1 / D) at pixel centres xp, yp."""
@@ -1208,11 +1217,8 @@ def _planar_forward(
     """
     B, K = Wf.shape[:2]
     dtype = Wf.dtype
-    x = torch.arange(W, dtype=dtype, device=Wf.device) + 0.5
-    y = torch.arange(H, dtype=dtype, device=Wf.device) + 0.5
     P = H * W
-    xp = x.view(1, 1, W).expand(B, H, W).reshape(B, P)
-    yp = y.view(1, H, 1).expand(B, H, W).reshape(B, P)
+    xp, yp = _pixel_centres(B, H, W, dtype, Wf.device)
     if w0 is None:
         best_w = torch.zeros(B, P, dtype=dtype, device=Wf.device)
     else:
@@ -1295,10 +1301,7 @@ def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best
     B = plan_tab.shape[0]
     P = H * W
     dtype = plan_tab.dtype
-    x = torch.arange(W, dtype=dtype, device=plan_tab.device) + 0.5
-    y = torch.arange(H, dtype=dtype, device=plan_tab.device) + 0.5
-    xp = x.view(1, 1, W).expand(B, H, W).reshape(B, P)
-    yp = y.view(1, H, 1).expand(B, H, W).reshape(B, P)
+    xp, yp = _pixel_centres(B, H, W, dtype, plan_tab.device)
     best_k = best_k.reshape(B, P).long()
     fg = best_k >= 0
     kc = best_k.clamp(min=0)
