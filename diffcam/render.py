@@ -43,6 +43,8 @@ adds, so their summation order may vary between runs.
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -1188,15 +1190,45 @@ def _pixel_centres(B: int, H: int, W: int, dtype, device):
     )
 
 
+def _per_pixel(columns, kc):
+    """Each of ``columns`` ((B|1, K) or (K,) per-primitive values) at each pixel's primitive
+    ``kc`` (B, P): a list of (B, P) planes.
+
+    Under torch.compile with few primitives as a chain of selects, which Inductor fuses into
+    vector blends; a gather there becomes one scalar load per pixel and value (the planar
+    forward spent about a quarter of its time on them). Eager, one gather per column.
+    """
+    B, P = kc.shape
+    K = columns[0].shape[-1]
+    if not (torch.compiler.is_compiling() and K <= _MAX_SELECT_PRIMITIVES):
+        return [c[kc] if c.dim() == 1 else c.expand(B, K).gather(1, kc) for c in columns]
+    planes = []
+    for c in columns:
+        c = c.view(1, K) if c.dim() == 1 else c
+        plane = c[:, :1].expand(B, P)
+        for k in range(1, K):
+            plane = torch.where(kc == k, c[:, k : k + 1], plane)
+        planes.append(plane)
+    return planes
+
+
+_MAX_SELECT_PRIMITIVES = 16
+
+
 def _planar_table_at(plan_tab, kc, xp, yp):
     """The planar table (B, K, 13) at each pixel's primitive ``kc`` (B, P) and the ratios'
     parts there: (the 13 entries as (B, P) planes, U, V, 1 / D) at pixel centres xp, yp."""
     B, P = kc.shape
-    g = plan_tab.gather(1, kc.unsqueeze(-1).expand(B, P, plan_tab.shape[-1])).unbind(-1)
+    g = _per_pixel(plan_tab.unbind(-1), kc)
     U = g[0] * xp + g[1] * yp + g[2]
     V = g[3] * xp + g[4] * yp + g[5]
     D = g[6] * xp + g[7] * yp + g[8]
     return g, U, V, 1.0 / torch.where(D.abs() > 1e-30, D, torch.ones_like(D))
+
+
+def _in_range(x, top):
+    """``x`` clamped to [0, top], NaN to 0 (``clamp`` keeps NaN)."""
+    return torch.minimum(torch.where(x >= 0, x, torch.zeros_like(x)), top)
 
 
 def _planar_forward(
@@ -1249,12 +1281,17 @@ def _planar_forward(
     yq = torch.where(rep, yr, torch.minimum(yr.clamp(min=0), hf - 1))
     x0f = torch.floor(xq)
     y0f = torch.floor(yq)
-    ax = xq - x0f
-    ay = yq - y0f
+    # zero off the objects: the backward's texel weights stay finite there (a NaN pose)
+    ax = torch.where(fg, xq - x0f, torch.zeros_like(xq))
+    ay = torch.where(fg, yq - y0f, torch.zeros_like(yq))
     x0w = torch.where(rep, x0f - wf * torch.floor(x0f / wf), x0f)
     y0w = torch.where(rep, y0f - hf * torch.floor(y0f / hf), y0f)
     x1w = torch.where(rep, torch.where(x0w + 1 >= wf, 0.0, x0w + 1), torch.minimum(x0w + 1, wf - 1))
     y1w = torch.where(rep, torch.where(y0w + 1 >= hf, 0.0, y0w + 1), torch.minimum(y0w + 1, hf - 1))
+    # In range even for non-finite (u, v) (a NaN pose): the compiled backend reads and
+    # scatters texels without Inductor's bounds checks (they cost an eighth of the forward).
+    x0w, x1w = (_in_range(x, wf - 1) for x in (x0w, x1w))
+    y0w, y1w = (_in_range(y, hf - 1) for y in (y0w, y1w))
     r0 = off + y0w.long() * wi
     r1 = off + y1w.long() * wi
     corners = (r0 + x0w.long(), r0 + x1w.long(), r1 + x0w.long(), r1 + x1w.long())
@@ -1327,7 +1364,22 @@ def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best
     # (background pixels: all zero); an extern BLAS call, not fused.
     # (B, K, P) with the pixels innermost, so that the loop writing it is vectorised; the
     # product takes its transpose as is.
-    ks = torch.arange(plan_tab.shape[1], device=best_k.device)
+    K = plan_tab.shape[1]
+    if torch.compiler.is_compiling() and K <= _MAX_SELECT_PRIMITIVES:
+        # K × F masked sums over the pixels, which Inductor fuses into one pass computing
+        # each pixel's features once (the product below reads and writes (F + K) planes).
+        masks = [best_k == k for k in range(K)]
+        g_tab = torch.stack(
+            [
+                torch.stack(
+                    [torch.where(m, f, torch.zeros_like(f)).sum(-1) for f in feats + extra], -1
+                )
+                for m in masks
+            ],
+            1,
+        )
+        return g_tab, torch.stack(gc, 1), g_bg
+    ks = torch.arange(K, device=best_k.device)
     one_hot = (best_k.unsqueeze(1) == ks.view(1, -1, 1)).to(dtype)
     g_tab = torch.bmm(torch.stack(feats + extra, 1), one_hot.transpose(1, 2)).transpose(1, 2)
     return g_tab, torch.stack(gc, 1), g_bg
@@ -1337,20 +1389,25 @@ def _scatter_texels(idx, ax, ay, gc, n_texels: int):
     """Texel gradient (n_texels, 3) from the corners' int32 indices (4 planes (B, P)), the
     bilinear fractions ax, ay (B, P) and the RGB gradient reaching the texture (B, 3, P).
 
-    Compiled single-threaded: Inductor then adds in place instead of with atomic
+    One buffer per channel (4 bytes a texel: 1.3 MB for five 256² textures, which stays in
+    a core's cache; the interleaved (n_texels, 3) buffer did not, and took 17 ms where this
+    takes 11). Compiled single-threaded: Inductor then adds in place instead of with atomic
     compare-and-swap, which made the two-thread scatter over twice as slow on the CPU.
     """
     weights = ((1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay)
-    g_tex = torch.zeros(n_texels * 3, dtype=gc.dtype, device=gc.device)
-    for corner, weight in enumerate(weights):
-        base = idx[corner].reshape(-1).long() * 3
-        for ch in range(3):
+    channels = []
+    for ch in range(3):
+        g_tex = torch.zeros(n_texels, dtype=gc.dtype, device=gc.device)
+        for corner, weight in zip(idx, weights, strict=True):
             value = (gc[:, ch] * weight).reshape(-1)
-            g_tex = g_tex.index_put((base + ch,), value, accumulate=True)
-    return g_tex.view(n_texels, 3)
+            g_tex = g_tex.index_put((corner.reshape(-1).long(),), value, accumulate=True)
+        channels.append(g_tex)
+    return torch.stack(channels, -1)
 
 
 _PLANAR_FNS = {}
+_SCATTER_POOL: dict[int, ThreadPoolExecutor] = {}
+_SCATTER_POOL_LOCK = threading.Lock()
 
 
 def _planar_fns(compiled: bool):
@@ -1358,10 +1415,54 @@ def _planar_fns(compiled: bool):
     if not compiled:
         return _planar_forward, _planar_backward_pixels, _scatter_texels
     if "f" not in _PLANAR_FNS:
-        _PLANAR_FNS["f"] = torch.compile(_planar_forward, dynamic=False)
-        _PLANAR_FNS["b"] = torch.compile(_planar_backward_pixels, dynamic=False)
-        _PLANAR_FNS["s"] = torch.compile(_scatter_texels, dynamic=False, options={"cpp.threads": 1})
+        # Without Inductor's bounds checks on gathers and scatters: the texel indices are
+        # in range by construction (`_in_range`), and the checks cost 5 ms of 36 forward.
+        unchecked = {"assert_indirect_indexing": False}
+        _PLANAR_FNS["f"] = torch.compile(_planar_forward, dynamic=False, options=unchecked)
+        _PLANAR_FNS["b"] = torch.compile(
+            _planar_backward_pixels, dynamic=False, options={"cpp.max_horizontal_fusion_size": 128}
+        )
+        # cpp_wrapper: the compiled graph runs in C++ with the GIL released, so that
+        # _scatter_in_threads can run one such single-threaded scatter per CPU thread.
+        _PLANAR_FNS["s"] = torch.compile(
+            _scatter_texels,
+            dynamic=False,
+            options={**unchecked, "cpp.threads": 1, "cpp_wrapper": True},
+        )
     return _PLANAR_FNS["f"], _PLANAR_FNS["b"], _PLANAR_FNS["s"]
+
+
+def _scatter_in_threads(scatter, idx, ax, ay, gc, n_texels: int):
+    """``scatter`` over blocks of images, one block per CPU thread, each into its own
+    texel buffer, then summed (shapes as in ``_scatter_texels``).
+
+    A parallel scatter into one buffer needs atomic adds, which cost more than they save
+    on the CPU; private buffers (n_texels × 3 each) are cheap by comparison. One block on
+    CUDA, with one thread, or for a single image.
+    """
+    B = ax.shape[0]
+    workers = min(torch.get_num_threads(), B)
+    if ax.device.type != "cpu" or workers < 2:
+        return scatter(idx, ax, ay, gc, n_texels)
+    with _SCATTER_POOL_LOCK:
+        pool = _SCATTER_POOL.get(workers)
+        if pool is None:
+            pool = _SCATTER_POOL[workers] = ThreadPoolExecutor(workers - 1, "diffcam-scatter")
+    blocks = [
+        ([corner[b] for corner in idx], ax[b], ay[b], gc[b])
+        for b in (slice(int(c[0]), int(c[-1]) + 1) for c in torch.arange(B).tensor_split(workers))
+    ]
+    futures = [pool.submit(_without_grad, scatter, *block, n_texels) for block in blocks[1:]]
+    g_tex = _without_grad(scatter, *blocks[0], n_texels)
+    for future in futures:
+        g_tex += future.result()
+    return g_tex
+
+
+def _without_grad(fn, *args):
+    # Grad mode is per thread: the same mode in every thread keeps one compiled graph.
+    with torch.no_grad():
+        return fn(*args)
 
 
 class _PlanarRender(torch.autograd.Function):
@@ -1398,6 +1499,10 @@ class _PlanarRender(torch.autograd.Function):
         keep,
     ):
         fwd = _planar_fns(compiled)[0]
+        # A non-finite pose (a diverged simulation) gives no hit, but background pixels
+        # still evaluate primitive 0's table; finite there, no NaN reaches a gradient (the
+        # backward's per-primitive sums are products with a one-hot, where 0 * NaN = NaN).
+        plan_tab = torch.nan_to_num(plan_tab, nan=0.0, posinf=0.0, neginf=0.0)
         B = Wf.shape[0]
         nb = B if compiled else max(1, min(B, chunk // (H * W)))
         outs = []
@@ -1447,5 +1552,8 @@ class _PlanarRender(torch.autograd.Function):
             g_depth = torch.zeros(B, 1, H, W, dtype=plan_tab.dtype, device=plan_tab.device)
         g_img, g_depth = g_img.contiguous(), g_depth.contiguous()
         g_tab, gc, g_bg = pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best_k, saved)
-        g_tex = scatter(idx, saved[6], saved[7], gc, n_texels)
+        if compiled:
+            g_tex = _scatter_in_threads(scatter, idx, saved[6], saved[7], gc, n_texels)
+        else:
+            g_tex = scatter(idx, saved[6], saved[7], gc, n_texels)
         return (g_tab, g_tex, g_bg) + (None,) * 15

@@ -106,24 +106,74 @@ def test_compiled_planar_equals_dense(lit):
     R = torch.tensor(FACING_FRONT, dtype=f32).expand(2, 3, 3, 3).clone()
     R[:, 1] = torch.eye(3)
     light = diffcam.Lighting() if lit else None
-    outs = []
-    for backend in ("dense", "compile"):
-        prims = [
-            diffcam.Primitive("rectangle", [1.0, 0.8], texture=tex),
-            diffcam.Primitive("plane", None, texture=tex, uv_scale=(2.0, 1.0)),
-            diffcam.Primitive("rectangle", [0.4, 0.4], color=torch.tensor([0.1, 0.2, 0.3])),
-        ]
-        cam = front_camera(width=12, height=10, fov=40.0, dtype=f32)
-        o = diffcam.render_buffers(
-            cam, prims, R, pos, background=bg, lighting=light, backend=backend
-        )
-        w = torch.linspace(0, 1, o.image.numel()).view_as(o.image)
-        grads = torch.autograd.grad((o.image * w).sum() + o.depth.sum(), (tex, bg, pos))
-        outs.append((o, grads))
-    (a, ga), (b, gb) = outs
+    (a, ga), (b, gb) = (_render_f32(tex, bg, pos, R, light, backend) for backend in BOTH)
     assert torch.equal(a.object_id, b.object_id)
     torch.testing.assert_close(a.image, b.image, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(a.depth, b.depth, rtol=1e-5, atol=1e-5)
     for x, y in zip(ga, gb, strict=True):
         assert x.abs().sum() > 0
         torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-4)
+
+
+BOTH = ("dense", "compile")
+
+
+def _render_f32(tex, bg, pos, R, light, backend):
+    """Buffers and gradients (texture, background, positions) of a 3-primitive planar scene."""
+    f32 = torch.float32
+    prims = [
+        diffcam.Primitive("rectangle", [1.0, 0.8], texture=tex),
+        diffcam.Primitive("plane", None, texture=tex, uv_scale=(2.0, 1.0)),
+        diffcam.Primitive("rectangle", [0.4, 0.4], color=torch.tensor([0.1, 0.2, 0.3])),
+    ]
+    cam = front_camera(width=12, height=10, fov=40.0, dtype=f32)
+    o = diffcam.render_buffers(cam, prims, R, pos, background=bg, lighting=light, backend=backend)
+    w = torch.linspace(0, 1, o.image.numel()).view_as(o.image)
+    grads = torch.autograd.grad((o.image * w).sum() + o.depth.sum(), (tex, bg, pos))
+    return o, grads
+
+
+def test_compiled_planar_nan_pose():
+    """A NaN or infinite pose (a diverged simulation) renders as a miss with finite gradients,
+    as in the dense backend; the compiled backend reads and scatters texels without bounds
+    checks, so its texel indices must stay in range."""
+    f32 = torch.float32
+    tex = smooth_texture(8).to(f32).requires_grad_()
+    bg = torch.tensor([0.9, 0.8, 0.7], requires_grad=True)
+    pos = torch.tensor([[0.1, 0, 0.05], [0.0, 0.0, -0.3], [0.2, -0.5, 0.1]]).repeat(2, 1, 1)
+    pos[0, 0] = float("nan")
+    pos[1, 1, 2] = float("inf")
+    pos.requires_grad_()
+    R = torch.tensor(FACING_FRONT, dtype=f32).expand(2, 3, 3, 3).clone()
+    R[:, 1] = torch.eye(3)
+    (a, ga), (b, gb) = (_render_f32(tex, bg, pos, R, None, backend) for backend in BOTH)
+    assert torch.equal(a.object_id, b.object_id)
+    assert not (b.object_id[0] == 0).any() and not (b.object_id[1] == 1).any()
+    assert (b.object_id >= 0).any()
+    torch.testing.assert_close(a.image, b.image, rtol=1e-5, atol=1e-5)
+    for x, y in zip(ga, gb, strict=True):
+        assert torch.isfinite(y).all()
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-4)
+
+
+def test_scatter_in_threads_equals_one_scatter(monkeypatch):
+    """The texel scatter split over blocks of images (one per thread, uneven blocks) sums to
+    the single scatter."""
+    import importlib
+
+    render_module = importlib.import_module("diffcam.render")
+    g = torch.Generator().manual_seed(0)
+    B, P, n_texels = 5, 40, 30
+    idx = [torch.randint(0, n_texels, (B, P), generator=g, dtype=torch.int32) for _ in range(4)]
+    ax, ay = torch.rand(B, P, generator=g), torch.rand(B, P, generator=g)
+    gc = torch.randn(B, 3, P, generator=g)
+    scatter = render_module._scatter_texels
+    one = scatter(idx, ax, ay, gc, n_texels)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        split = render_module._scatter_in_threads(scatter, idx, ax, ay, gc, n_texels)
+    finally:
+        torch.set_num_threads(threads)
+    assert one.abs().sum() > 0
+    torch.testing.assert_close(split, one, rtol=1e-5, atol=1e-5)
