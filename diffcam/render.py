@@ -1245,7 +1245,8 @@ def _planar_forward(
     the texel values this pass gathers anyway, so that the backward gathers no texel again,
     as separate (B, P) planes (stacking them cost a copy each): d colour / d u (RGB, per unit
     u, clamping included), d colour / d v (RGB), the bilinear fractions ax, ay, (lit) the
-    unshaded colour (RGB), then the int32 flat texel index of each bilinear corner (4).
+    unshaded colour (RGB), then the int32 flat texel index of each bilinear corner (4; the
+    background's: ``len(texels)``, a sink).
     """
     B, K = Wf.shape[:2]
     dtype = Wf.dtype
@@ -1317,7 +1318,9 @@ def _planar_forward(
     if not keep:
         return out
     planes = d_du + d_dv + [ax, ay] + (colour if lit else [])
-    return out + tuple(planes) + tuple(i.to(torch.int32) for i in corners)
+    # the backward scatters every pixel's colour gradient: the background's to a sink texel
+    sink = texels.shape[0]
+    return out + tuple(planes) + tuple(torch.where(fg, i, sink).to(torch.int32) for i in corners)
 
 
 def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best_k, saved):
@@ -1327,18 +1330,19 @@ def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best
 
     Args:
         plan_tab: (B, K, 13) the table of `_planar_forms`; g_img (B, 3, H, W); g_depth
-            (B, 1, H, W); best_k (B, H, W); saved: the 8|11 float planes (B, P) kept by
-            `_planar_forward`.
+            (B, 1, H, W) or None (no gradient reaches the depth); best_k (B, H, W); saved:
+            the 8|11 float planes (B, P) kept by `_planar_forward`.
 
     Returns:
         g_tab: (B, K, F) gradient of the table's entries (F = 12, 13 lit).
-        gc: (B, 3, P) the RGB gradient reaching the texture.
+        gc: (B, 3, P) the RGB gradient reaching the texture when lit; None unlit (it is
+            ``g_img`` itself: the forward's corner indices send the background's to a
+            sink texel).
         g_bg: (B|1, P, 3) gradient of the background.
     """
     B = plan_tab.shape[0]
     P = H * W
-    dtype = plan_tab.dtype
-    xp, yp = _pixel_centres(B, H, W, dtype, plan_tab.device)
+    xp, yp = _pixel_centres(B, H, W, plan_tab.dtype, plan_tab.device)
     best_k = best_k.reshape(B, P).long()
     fg = best_k >= 0
     kc = best_k.clamp(min=0)
@@ -1354,40 +1358,39 @@ def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best
         gc = [c * g[12] for c in gc]
     gu = sum(gc[ch] * saved[ch] for ch in range(3))
     gv = sum(gc[ch] * saved[3 + ch] for ch in range(3))
-    gd = torch.where(fg, g_depth.reshape(B, P), torch.zeros_like(xp))
     gU = gu * inv
     gV = gv * inv
-    g_inv = gu * U + gv * V + gd * g[9]
+    if g_depth is None:
+        g_inv = gu * U + gv * V
+        g_w = torch.zeros_like(xp)
+    else:
+        gd = torch.where(fg, g_depth.reshape(B, P), torch.zeros_like(xp))
+        g_inv = gu * U + gv * V + gd * g[9]
+        g_w = gd * inv
     gD = -g_inv * inv * inv
-    feats = [gU * xp, gU * yp, gU, gV * xp, gV * yp, gV, gD * xp, gD * yp, gD, gd * inv, gu, gv]
-    # Per-(image, primitive) sums as one batched product with the one-hot primitive ids
-    # (background pixels: all zero); an extern BLAS call, not fused.
-    # (B, K, P) with the pixels innermost, so that the loop writing it is vectorised; the
-    # product takes its transpose as is.
+    feats = [gU * xp, gU * yp, gU, gV * xp, gV * yp, gV, gD * xp, gD * yp, gD, g_w, gu, gv]
+    gc = torch.stack(gc, 1) if lit else None
     K = plan_tab.shape[1]
     if torch.compiler.is_compiling() and K <= _MAX_SELECT_PRIMITIVES:
         # K × F masked sums over the pixels, which Inductor fuses into one pass computing
-        # each pixel's features once (the product below reads and writes (F + K) planes).
+        # each pixel's features once (the product below writes and reads F + K planes).
         masks = [best_k == k for k in range(K)]
-        g_tab = torch.stack(
-            [
-                torch.stack(
-                    [torch.where(m, f, torch.zeros_like(f)).sum(-1) for f in feats + extra], -1
-                )
-                for m in masks
-            ],
-            1,
-        )
-        return g_tab, torch.stack(gc, 1), g_bg
+        sums = [
+            [torch.where(m, f, torch.zeros_like(f)).sum(-1) for f in feats + extra] for m in masks
+        ]
+        return torch.stack([torch.stack(row, -1) for row in sums], 1), gc, g_bg
+    # Eager: the per-(image, primitive) sums as one batched product with the one-hot
+    # primitive ids (background pixels: all zero), (B, K, P) with the pixels innermost.
     ks = torch.arange(K, device=best_k.device)
-    one_hot = (best_k.unsqueeze(1) == ks.view(1, -1, 1)).to(dtype)
+    one_hot = (best_k.unsqueeze(1) == ks.view(1, -1, 1)).to(plan_tab.dtype)
     g_tab = torch.bmm(torch.stack(feats + extra, 1), one_hot.transpose(1, 2)).transpose(1, 2)
-    return g_tab, torch.stack(gc, 1), g_bg
+    return g_tab, gc, g_bg
 
 
 def _scatter_texels(idx, ax, ay, gc, n_texels: int):
-    """Texel gradient (n_texels, 3) from the corners' int32 indices (4 planes (B, P)), the
-    bilinear fractions ax, ay (B, P) and the RGB gradient reaching the texture (B, 3, P).
+    """Texel gradient (n_texels, 3) from the corners' int32 indices (4 planes (B, P); the
+    index n_texels is a sink whose sum is dropped), the bilinear fractions ax, ay (B, P)
+    and the RGB gradient reaching the texture (B, 3, P).
 
     One buffer per channel (4 bytes a texel: 1.3 MB for five 256² textures, which stays in
     a core's cache; the interleaved (n_texels, 3) buffer did not, and took 17 ms where this
@@ -1397,11 +1400,11 @@ def _scatter_texels(idx, ax, ay, gc, n_texels: int):
     weights = ((1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay)
     channels = []
     for ch in range(3):
-        g_tex = torch.zeros(n_texels, dtype=gc.dtype, device=gc.device)
+        g_tex = torch.zeros(n_texels + 1, dtype=gc.dtype, device=gc.device)
         for corner, weight in zip(idx, weights, strict=True):
             value = (gc[:, ch] * weight).reshape(-1)
             g_tex = g_tex.index_put((corner.reshape(-1).long(),), value, accumulate=True)
-        channels.append(g_tex)
+        channels.append(g_tex[:n_texels])
     return torch.stack(channels, -1)
 
 
@@ -1536,6 +1539,7 @@ class _PlanarRender(torch.autograd.Function):
         ctx.save_for_backward(plan_tab, best_k, *kept)
         ctx.args = (H, W, lit, compiled, bg.shape[0] == 1, texels.shape[0])
         ctx.mark_non_differentiable(best_k)
+        ctx.set_materialize_grads(False)  # no zero planes for an unused depth
         return img, depth, best_k
 
     @staticmethod
@@ -1548,10 +1552,12 @@ class _PlanarRender(torch.autograd.Function):
         B = plan_tab.shape[0]
         if g_img is None:
             g_img = torch.zeros(B, 3, H, W, dtype=plan_tab.dtype, device=plan_tab.device)
-        if g_depth is None:
-            g_depth = torch.zeros(B, 1, H, W, dtype=plan_tab.dtype, device=plan_tab.device)
-        g_img, g_depth = g_img.contiguous(), g_depth.contiguous()
+        g_img = g_img.contiguous()
+        if g_depth is not None:
+            g_depth = g_depth.contiguous()
         g_tab, gc, g_bg = pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best_k, saved)
+        if gc is None:
+            gc = g_img.view(B, 3, H * W)
         if compiled:
             g_tex = _scatter_in_threads(scatter, idx, saved[6], saved[7], gc, n_texels)
         else:

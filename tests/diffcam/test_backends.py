@@ -118,8 +118,9 @@ def test_compiled_planar_equals_dense(lit):
 BOTH = ("dense", "compile")
 
 
-def _render_f32(tex, bg, pos, R, light, backend):
-    """Buffers and gradients (texture, background, positions) of a 3-primitive planar scene."""
+def _render_f32(tex, bg, pos, R, light, backend, loss="both"):
+    """Buffers and gradients (texture, background, positions) of a 3-primitive planar scene,
+    for a loss on the image, the depth or both."""
     f32 = torch.float32
     prims = [
         diffcam.Primitive("rectangle", [1.0, 0.8], texture=tex),
@@ -129,8 +130,12 @@ def _render_f32(tex, bg, pos, R, light, backend):
     cam = front_camera(width=12, height=10, fov=40.0, dtype=f32)
     o = diffcam.render_buffers(cam, prims, R, pos, background=bg, lighting=light, backend=backend)
     w = torch.linspace(0, 1, o.image.numel()).view_as(o.image)
-    grads = torch.autograd.grad((o.image * w).sum() + o.depth.sum(), (tex, bg, pos))
-    return o, grads
+    value = {"image": (o.image * w).sum(), "depth": o.depth.sum()}
+    value["both"] = value["image"] + value["depth"]
+    grads = torch.autograd.grad(value[loss], (tex, bg, pos), allow_unused=True)
+    return o, tuple(
+        torch.zeros_like(x) if g is None else g for x, g in zip((tex, bg, pos), grads, strict=True)
+    )
 
 
 def test_compiled_planar_nan_pose():
@@ -177,3 +182,20 @@ def test_scatter_in_threads_equals_one_scatter(monkeypatch):
         torch.set_num_threads(threads)
     assert one.abs().sum() > 0
     torch.testing.assert_close(split, one, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("loss", ["image", "depth"])
+def test_compiled_planar_one_output(loss):
+    """A loss on the image alone or the depth alone (the other output's gradient is None in
+    the hand-written backward) gives the dense backend's gradients."""
+    f32 = torch.float32
+    tex = smooth_texture(8).to(f32).requires_grad_()
+    bg = torch.tensor([0.9, 0.8, 0.7], requires_grad=True)
+    pos = torch.tensor([[0.1, 0, 0.05], [0.0, 0.0, -0.3], [0.2, -0.5, 0.1]]).repeat(2, 1, 1)
+    pos.requires_grad_()
+    R = torch.tensor(FACING_FRONT, dtype=f32).expand(2, 3, 3, 3).clone()
+    R[:, 1] = torch.eye(3)
+    (_, ga), (_, gb) = (_render_f32(tex, bg, pos, R, None, b, loss) for b in BOTH)
+    assert gb[2].abs().sum() > 0
+    for x, y in zip(ga, gb, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-4)
