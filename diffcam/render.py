@@ -1422,31 +1422,41 @@ def _planar_fns(compiled: bool):
         # in range by construction (`_in_range`), and the checks cost 5 ms of 36 forward.
         unchecked = {"assert_indirect_indexing": False}
         _PLANAR_FNS["f"] = torch.compile(_planar_forward, dynamic=False, options=unchecked)
+        # room for the K × F masked sums in one fused loop (Inductor's default: 16)
         _PLANAR_FNS["b"] = torch.compile(
             _planar_backward_pixels, dynamic=False, options={"cpp.max_horizontal_fusion_size": 128}
         )
-        # cpp_wrapper: the compiled graph runs in C++ with the GIL released, so that
-        # _scatter_in_threads can run one such single-threaded scatter per CPU thread.
-        _PLANAR_FNS["s"] = torch.compile(
+        _PLANAR_FNS["s"] = torch.compile(_scatter_texels, dynamic=False, options=unchecked)
+        # CPU: single-threaded, in C++ with the GIL released (cpp_wrapper), one per thread.
+        _PLANAR_FNS["s_cpu"] = torch.compile(
             _scatter_texels,
             dynamic=False,
             options={**unchecked, "cpp.threads": 1, "cpp_wrapper": True},
         )
-    return _PLANAR_FNS["f"], _PLANAR_FNS["b"], _PLANAR_FNS["s"]
+    return _PLANAR_FNS["f"], _PLANAR_FNS["b"], _compiled_scatter
+
+
+def _compiled_scatter(idx, ax, ay, gc, n_texels: int):
+    """The compiled `_scatter_texels`; on the CPU over blocks of images, one block per
+    thread, each into its own texel buffer, then summed.
+
+    A parallel scatter into one buffer needs atomic adds, which cost more than they save
+    on the CPU (Inductor's two-thread scatter with compare-and-swap took 113 ms where one
+    thread took 42); private buffers are cheap by comparison. One block with one thread or
+    a single image; CUDA scatters in one call.
+    """
+    if ax.device.type != "cpu":
+        return _PLANAR_FNS["s"](idx, ax, ay, gc, n_texels)
+    return _scatter_in_threads(_PLANAR_FNS["s_cpu"], idx, ax, ay, gc, n_texels)
 
 
 def _scatter_in_threads(scatter, idx, ax, ay, gc, n_texels: int):
-    """``scatter`` over blocks of images, one block per CPU thread, each into its own
-    texel buffer, then summed (shapes as in ``_scatter_texels``).
-
-    A parallel scatter into one buffer needs atomic adds, which cost more than they save
-    on the CPU; private buffers (n_texels × 3 each) are cheap by comparison. One block on
-    CUDA, with one thread, or for a single image.
-    """
+    """``scatter`` (`_scatter_texels` or its compiled form) on min(threads, B) blocks of
+    images, the first in this thread and the others in a pool, summed."""
     B = ax.shape[0]
     workers = min(torch.get_num_threads(), B)
-    if ax.device.type != "cpu" or workers < 2:
-        return scatter(idx, ax, ay, gc, n_texels)
+    if workers < 2:
+        return _without_grad(scatter, idx, ax, ay, gc, n_texels)
     with _SCATTER_POOL_LOCK:
         pool = _SCATTER_POOL.get(workers)
         if pool is None:
@@ -1472,8 +1482,7 @@ class _PlanarRender(torch.autograd.Function):
     """Hard-edge render of planar primitives (rectangles, planes) with a hand-written
     backward in three stages: per pixel (from what the forward kept: the colour's derivatives
     along u and v, the bilinear fractions and corner indices; 48 bytes a pixel, 60 lit), the
-    per-(image, primitive) sums of the planar table's gradient (one batched matrix product),
-    and the texel scatter.
+    per-(image, primitive) sums of the planar table's gradient, and the texel scatter.
 
     Uncompiled, the forward runs over blocks of images (cache-sized, ``chunk`` pixels);
     compiled, the fused loops run over the whole batch at once.
@@ -1558,8 +1567,5 @@ class _PlanarRender(torch.autograd.Function):
         g_tab, gc, g_bg = pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best_k, saved)
         if gc is None:
             gc = g_img.view(B, 3, H * W)
-        if compiled:
-            g_tex = _scatter_in_threads(scatter, idx, saved[6], saved[7], gc, n_texels)
-        else:
-            g_tex = scatter(idx, saved[6], saved[7], gc, n_texels)
+        g_tex = scatter(idx, saved[6], saved[7], gc, n_texels)
         return (g_tab, g_tex, g_bg) + (None,) * 15
