@@ -35,7 +35,7 @@ def measure(
         world = cart_pole(theta0=2.0, limits=[-0.5, 0.0], solver_iterations=stop_sweeps,
                           batch_size=batch, dtype=torch.float32)  # fmt: skip
         actions = 40.0 + torch.randn(steps, batch, 1)
-    step = torch.compile(physics.step, dynamic=False) if compiled else physics.step
+    step = physics.compiled_step(torch.float32) if compiled else physics.step
 
     def run():
         a = actions.clone().requires_grad_(backward)
