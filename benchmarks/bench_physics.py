@@ -35,6 +35,10 @@ def measure(
         world = cart_pole(theta0=2.0, limits=[-0.5, 0.0], solver_iterations=stop_sweeps,
                           batch_size=batch, dtype=torch.float32)  # fmt: skip
         actions = 40.0 + torch.randn(steps, batch, 1)
+    if compiled:
+        # Each batch size and grad mode is its own graph (two with gradients: the first step's
+        # state needs none); past Dynamo's recompile limit (8) it would silently run eager.
+        torch._dynamo.reset()
     step = physics.compiled_step(torch.float32) if compiled else physics.step
 
     def run():

@@ -44,7 +44,8 @@ def compiled_step(dtype: torch.dtype) -> Callable:
 
     The first call per world structure compiles (about 30-60 s on a 2-core CPU); after that a
     small world's step runs several times faster than eager, forward and backward. Eager `step`
-    stays the reference; the tests check both agree.
+    stays the reference; the tests check both agree. Each batch size and grad mode is a graph
+    of its own: past Dynamo's recompile limit (8 per function) it runs eager, with a warning.
     """
     key = (dtype,)
     if key not in _COMPILED:
