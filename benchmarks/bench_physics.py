@@ -69,25 +69,40 @@ def measure(
     }
 
 
-def peak_memory(checkpoint_every: int | None, batch: int = 64, steps: int = 300) -> dict:
-    """Peak resident memory of a 300-step backward pass, measured in a fresh process: the rise
-    of the peak RSS (getrusage) over a warmed-up baseline."""
+def peak_memory(
+    checkpoint_every: int | None, compiled: bool = False, batch: int = 64, steps: int = 300
+) -> dict:
+    """Peak resident memory of a 300-step backward pass, measured in a fresh process: the
+    high-water mark (VmHWM) over the resident size just before, after resetting the mark
+    (``/proc/self/clear_refs``; without it, the peak of importing torch can hide the rise).
+    Linux only; elsewhere the rise of getrusage's peak, which that can hide."""
     code = f"""
 import resource, sys, torch
 sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
 import physics
 from tests.physics.models import cart_pole
+
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
+
 world = cart_pole(theta0=0.3, batch_size={batch}, dtype=torch.float32)
 actions = torch.randn({steps}, {batch}, 1, requires_grad=True)
 # Warm up (libraries, allocator) so that the peak below is the 300-step graph's.
-warm = physics.rollout(world, physics.initial_state(world), 5, actions=actions[:5])
+warm = physics.rollout(world, physics.initial_state(world), 12, actions=actions[:12],
+                       checkpoint_every={checkpoint_every}, compile={compiled})
 warm.position.square().sum().backward()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the high-water mark to the current resident size
+    before, peak = status("VmRSS"), lambda: status("VmHWM")
+except OSError:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 trajectory = physics.rollout(world, physics.initial_state(world), {steps}, actions=actions,
-                             checkpoint_every={checkpoint_every})
+                             checkpoint_every={checkpoint_every}, compile={compiled})
 trajectory.position.square().sum().backward()
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print((after - before) / 1024)
+print((peak() - before) / 1024)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return {
@@ -95,6 +110,7 @@ print((after - before) / 1024)
         "B": batch,
         "steps": steps,
         "checkpoint_every": checkpoint_every,
+        "compiled": compiled,
         "peak_rss_increase_mb": round(float(out.stdout.strip().splitlines()[-1]), 1),
     }
 
@@ -150,6 +166,9 @@ def main() -> None:
         for every in (None, 10, 30):
             print(json.dumps(peak_memory(every)), flush=True)
             print(json.dumps(saved_tensor_bytes(every)), flush=True)
+        if args.compile:
+            for every in (None, 10):
+                print(json.dumps(peak_memory(every, compiled=True)), flush=True)
 
 
 if __name__ == "__main__":
