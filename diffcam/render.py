@@ -35,10 +35,13 @@ Backends (hard edges, no mip-mapping): "eager" (default) is the chunked pipeline
 "dense" is one branch-free pass over all pixels with the K primitives unrolled (and, for
 planar-only scenes, a hand-written backward from what the forward keeps per pixel: per-pixel
 gradients, their sums per (b, k) as one batched matrix product, scatter-adds into the texels);
-"compile" runs "dense" through ``torch.compile``. All three give the same values and gradients
-(tests/diffcam/test_backends.py). On the CPU every backward is deterministic (index_add; the
-compiled texel scatter runs single-threaded, without atomics); on CUDA the scatters use atomic
-adds, so their summation order may vary between runs.
+"compile" runs "dense" through ``torch.compile`` (per-pixel values selected among few
+primitives instead of gathered, the (b, k) sums as fused masked sums, the texel scatter on
+blocks of images, one single-threaded scatter per CPU thread). All three give the same values
+and gradients (tests/diffcam/test_backends.py). On the CPU every backward is deterministic for
+a given thread count (index_add; the compiled scatters run without atomics, each block into
+its own buffer, summed in a fixed order); on CUDA the scatters use atomic adds, so their
+summation order may vary between runs.
 """
 
 from __future__ import annotations

@@ -95,8 +95,8 @@ def test_bad_backend():
 
 @pytest.mark.parametrize("lit", [False, True])
 def test_compiled_planar_equals_dense(lit):
-    """backend="compile" (Inductor: the fused forward, the staged backward with its
-    single-threaded texel scatter) gives the dense backend's image and gradients in float32."""
+    """backend="compile" (Inductor: the fused forward, the staged backward with its texel
+    scatter on blocks of images in threads) gives the dense backend's image and gradients in float32."""
     f32 = torch.float32
     tex = smooth_texture(8).to(f32).requires_grad_()
     bg = torch.tensor([0.9, 0.8, 0.7], requires_grad=True)
@@ -161,7 +161,7 @@ def test_compiled_planar_nan_pose():
         torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-4)
 
 
-def test_scatter_in_threads_equals_one_scatter(monkeypatch):
+def test_scatter_in_threads_equals_one_scatter():
     """The texel scatter split over blocks of images (one per thread, uneven blocks) sums to
     the single scatter."""
     import importlib
