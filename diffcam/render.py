@@ -1194,40 +1194,32 @@ def _pixel_centres(B: int, H: int, W: int, dtype, device):
     )
 
 
-def _per_pixel(columns, kc):
-    """Each of ``columns`` ((B|1, K) or (K,) per-primitive values) at each pixel's primitive
-    ``kc`` (B, P): a list of (B, P) planes.
-
-    Under torch.compile with few primitives as a chain of selects, which Inductor fuses into
-    vector blends; a gather there becomes one scalar load per pixel and value (the planar
-    forward spent about a fifth of its time on them). Eager, one gather per column.
-    """
-    B, P = kc.shape
-    K = columns[0].shape[-1]
-    if not (torch.compiler.is_compiling() and K <= _MAX_SELECT_PRIMITIVES):
-        return [c[kc] if c.dim() == 1 else c.expand(B, K).gather(1, kc) for c in columns]
-    planes = []
-    for c in columns:
-        c = c.view(1, K) if c.dim() == 1 else c
-        plane = c[:, :1].expand(B, P)
-        for k in range(1, K):
-            plane = torch.where(kc == k, c[:, k : k + 1], plane)
-        planes.append(plane)
-    return planes
-
-
-_MAX_SELECT_PRIMITIVES = 16
-
-
 def _planar_table_at(plan_tab, kc, xp, yp):
     """The planar table (B, K, 13) at each pixel's primitive ``kc`` (B, P) and the ratios'
-    parts there: (the 13 entries as (B, P) planes, U, V, 1 / D) at pixel centres xp, yp."""
+    parts there: (the 13 entries as (B, P) planes, U, V, 1 / D) at pixel centres xp, yp.
+
+    Under torch.compile with few primitives the entries are a chain of selects, which Inductor
+    fuses into vector blends; a gather there becomes one scalar load per pixel and entry (the
+    planar forward spent about a fifth of its time on them). Eager, one gather.
+    """
     B, P = kc.shape
-    g = _per_pixel(plan_tab.unbind(-1), kc)
+    K = plan_tab.shape[1]
+    if torch.compiler.is_compiling() and K <= _MAX_SELECT_PRIMITIVES:
+        g = []
+        for column in plan_tab.unbind(-1):
+            plane = column[:, :1].expand(B, P)
+            for k in range(1, K):
+                plane = torch.where(kc == k, column[:, k : k + 1], plane)
+            g.append(plane)
+    else:
+        g = plan_tab.gather(1, kc.unsqueeze(-1).expand(B, P, plan_tab.shape[-1])).unbind(-1)
     U = g[0] * xp + g[1] * yp + g[2]
     V = g[3] * xp + g[4] * yp + g[5]
     D = g[6] * xp + g[7] * yp + g[8]
     return g, U, V, 1.0 / torch.where(D.abs() > 1e-30, D, torch.ones_like(D))
+
+
+_MAX_SELECT_PRIMITIVES = 16
 
 
 def _in_range(x, top):
@@ -1398,8 +1390,7 @@ def _scatter_texels(idx, ax, ay, gc, n_texels: int):
 
     One buffer per channel (4 bytes a texel: 1.3 MB for five 256² textures, which stays in
     a core's cache; the interleaved (n_texels, 3) buffer did not, and took 17 ms where this
-    takes 11). Compiled single-threaded: Inductor then adds in place instead of with atomic
-    compare-and-swap, which made the two-thread scatter over twice as slow on the CPU.
+    takes 11).
     """
     weights = ((1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay)
     channels = []
@@ -1466,9 +1457,10 @@ def _scatter_in_threads(scatter, idx, ax, ay, gc, n_texels: int):
         pool = _SCATTER_POOL.get(key)
         if pool is None:
             pool = _SCATTER_POOL[key] = ThreadPoolExecutor(workers - 1, "diffcam-scatter")
+    bounds = [B * i // workers for i in range(workers + 1)]
     blocks = [
         ([corner[b] for corner in idx], ax[b], ay[b], gc[b])
-        for b in (slice(int(c[0]), int(c[-1]) + 1) for c in torch.arange(B).tensor_split(workers))
+        for b in (slice(lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False))
     ]
     futures = [pool.submit(_without_grad, scatter, *block, n_texels) for block in blocks[1:]]
     g_tex = _without_grad(scatter, *blocks[0], n_texels)

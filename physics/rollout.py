@@ -52,9 +52,8 @@ def compiled_step(dtype: torch.dtype) -> Callable:
         # Scalar C++ loops, not Inductor's vector code: the engine's innermost dimensions are
         # 2, 3 or 6, which vector code covers with masked 16-wide vectors. Measured on the
         # cart-pole (benchmarks/bench_physics.py, float32, 2 threads): B = 64 forward 88k ->
-        # 109k state-steps/s, forward+backward 25.7k -> 27.1k; B = 1024 196k -> 252k and
-        # 49k -> 58k; B = 4096 the same within noise. (For float64 the vector code also failed
-        # an internal assert in torch 2.13.)
+        # 109k state-steps/s; B = 1024 forward 196k -> 252k, forward+backward 49k -> 58k.
+        # (For float64 the vector code also failed an internal assert in torch 2.13.)
         _COMPILED[key] = torch.compile(step, dynamic=False, options={"cpp.simdlen": 1})
     return _COMPILED[key]
 
