@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from torch.autograd import forward_ad
 
 Tensor = torch.Tensor
 
@@ -132,3 +133,29 @@ def rotation_error(rotation: Tensor) -> Tensor:
         ],
         -1,
     )
+
+
+def spd_inverse(matrix: Tensor) -> Tensor:
+    """Inverse of a batch of small symmetric positive definite matrices (B, m, m).
+
+    Eager: LAPACK Cholesky (`cholesky_ex`: no host sync; a degenerate model gives a non-finite
+    state, which `rollout` reports with the step and body). Under torch.compile: Gauss-Jordan
+    elimination without pivoting (stable for SPD matrices) written as m tensor updates, which
+    Inductor fuses into one loop over the batch instead of one LAPACK call per matrix.
+    """
+    if not torch.compiler.is_compiling():
+        factor, _ = torch.linalg.cholesky_ex(matrix)
+        if forward_ad.unpack_dual(factor).tangent is not None:
+            # Forward-mode AD (Jacobians by jvp): torch.cholesky_inverse's forward derivative
+            # is wrong (torch 2.13, checked by gradcheck); cholesky_solve's is right.
+            eye = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
+            return torch.cholesky_solve(eye.expand_as(factor), factor)
+        return torch.cholesky_inverse(factor)
+    size = matrix.shape[-1]
+    eye = torch.eye(size, dtype=matrix.dtype, device=matrix.device).expand_as(matrix)
+    augmented = torch.cat([matrix, eye], -1)  # (B, m, 2m)
+    for k in range(size):
+        pivot_row = augmented[:, k : k + 1, :] / augmented[:, k : k + 1, k : k + 1]
+        augmented = augmented - augmented[:, :, k : k + 1] * pivot_row
+        augmented = torch.cat([augmented[:, :k], pivot_row, augmented[:, k + 1 :]], 1)
+    return augmented[:, :, size:]

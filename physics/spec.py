@@ -14,6 +14,7 @@ from typing import Any
 SHAPES = ("sphere", "box", "capsule", "cylinder", "plane")
 JOINT_TYPES = ("hinge", "slider", "ball", "fixed")
 MOTOR_TYPES = ("force", "servo")
+COORDINATES = ("maximal", "reduced")
 
 Number = Any  # float | Sequence[float] | torch.Tensor
 
@@ -105,10 +106,17 @@ class Joint:
 
 @dataclass
 class WorldSpec:
-    """Everything `build_world` needs."""
+    """Everything `build_world` needs.
+
+    ``coordinates``: "maximal" (every body's pose and velocity integrated, joints and contacts
+    as constraints: the general engine) or "reduced" (joint coordinates; only for trees of
+    hinges and sliders with force motors, no limits and nothing that collides; exact joints and
+    several times faster: see `physics.articulated`).
+    """
 
     bodies: list[Body]
     joints: list[Joint] = field(default_factory=list)
     gravity: Number = (0.0, 0.0, -9.81)
     timestep: float = 0.01
     solver_iterations: int = 20
+    coordinates: str = "maximal"

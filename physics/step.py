@@ -31,12 +31,12 @@ import dataclasses
 import itertools
 
 import torch
-from torch.autograd import forward_ad
 
 from . import joints as joint_geometry
+from .articulated import reduced_step
 from .contacts import find_contacts
 from .inertia import shape_inertia
-from .math3d import axis_angle_to_matrix, renormalize_rotation, tangent_basis
+from .math3d import axis_angle_to_matrix, renormalize_rotation, spd_inverse, tangent_basis
 from .rows import (
     Mobility,
     Rows,
@@ -137,32 +137,6 @@ def _equality_system(world: World, frames, mob: Mobility) -> EqualitySystem | No
     eye = torch.eye(matrix.shape[-1], dtype=matrix.dtype, device=matrix.device)
     regularised = matrix + (eps * scale)[:, None, None] * eye
     return EqualitySystem(rows, weighted, spd_inverse(regularised))
-
-
-def spd_inverse(matrix: Tensor) -> Tensor:
-    """Inverse of a batch of small symmetric positive definite matrices (B, m, m).
-
-    Eager: LAPACK Cholesky (`cholesky_ex`: no host sync; a degenerate model gives a non-finite
-    state, which `rollout` reports with the step and body). Under torch.compile: Gauss-Jordan
-    elimination without pivoting (stable for SPD matrices) written as m tensor updates, which
-    Inductor fuses into one loop over the batch instead of one LAPACK call per matrix.
-    """
-    if not torch.compiler.is_compiling():
-        factor, _ = torch.linalg.cholesky_ex(matrix)
-        if forward_ad.unpack_dual(factor).tangent is not None:
-            # Forward-mode AD (Jacobians by jvp): torch.cholesky_inverse's forward derivative
-            # is wrong (torch 2.13, checked by gradcheck); cholesky_solve's is right.
-            eye = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
-            return torch.cholesky_solve(eye.expand_as(factor), factor)
-        return torch.cholesky_inverse(factor)
-    size = matrix.shape[-1]
-    eye = torch.eye(size, dtype=matrix.dtype, device=matrix.device).expand_as(matrix)
-    augmented = torch.cat([matrix, eye], -1)  # (B, m, 2m)
-    for k in range(size):
-        pivot_row = augmented[:, k : k + 1, :] / augmented[:, k : k + 1, k : k + 1]
-        augmented = augmented - augmented[:, :, k : k + 1] * pivot_row
-        augmented = torch.cat([augmented[:, :k], pivot_row, augmented[:, k + 1 :]], 1)
-    return augmented[:, :, size:]
 
 
 def _joint_drive(world: World, frames, action: Tensor | None, mob: Mobility, velocity: Tensor):
@@ -409,6 +383,9 @@ def _integrate(position: Tensor, rotation: Tensor, velocity: Tensor, dt: float):
 def step(world: World, state: State, action: Tensor | None = None) -> State:
     """Advance every world in the batch by one timestep.
 
+    A world built with ``coordinates = "reduced"`` steps in joint coordinates
+    (`physics.articulated.reduced_step`); otherwise the maximal engine described above.
+
     Args:
         world: the model (B worlds).
         state: poses and velocities, (B, N, ...).
@@ -419,6 +396,8 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     Returns:
         The state one timestep later. Pure: nothing is modified in place.
     """
+    if world.structure.tree is not None:
+        return reduced_step(world, state, action)
     dt = world.timestep
     batch, count = state.position.shape[:2]
     dynamic = world.structure.dynamic[None, :, None]

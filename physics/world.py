@@ -8,9 +8,10 @@ from collections.abc import Sequence
 
 import torch
 
+from .articulated import Tree, articulated_tree
 from .inertia import shape_volume
 from .math3d import quat_to_matrix, safe_norm, tangent_basis
-from .spec import JOINT_TYPES, MOTOR_TYPES, SHAPES, Body, Joint, ModelError, WorldSpec
+from .spec import COORDINATES, JOINT_TYPES, MOTOR_TYPES, SHAPES, Body, Joint, ModelError, WorldSpec
 from .state import State
 
 Tensor = torch.Tensor
@@ -79,6 +80,7 @@ class Structure:
     plane_contact_body: Tensor  # (P,) long
     segment_contact_a: Tensor  # (S,) long
     segment_contact_b: Tensor  # (S,) long
+    tree: Tree | None = None  # the joint tree when coordinates == "reduced"
 
 
 _SLOTS = {
@@ -135,6 +137,7 @@ def _structure(world: World) -> Structure:
         plane_contact_body=index(world.plane_contact_body),
         segment_contact_a=index(world.segment_contact_a),
         segment_contact_b=index(world.segment_contact_b),
+        tree=articulated_tree(world) if world.coordinates == "reduced" else None,
     )
 
 
@@ -218,6 +221,7 @@ class World:
     segment_radius_a: Tensor  # (S, 3)
     segment_radius_b: Tensor
     structure: Structure | None = dataclasses.field(default=None, repr=False)
+    coordinates: str = "maximal"  # or "reduced": see `WorldSpec`
 
     def __post_init__(self) -> None:
         if self.structure is None:
@@ -529,6 +533,10 @@ def build_world(
             return torch.stack(motor_values[key], 1)
         return torch.zeros(batch, 0, **kw)
 
+    if spec.coordinates not in COORDINATES:
+        raise ModelError(
+            f"world: coordinates must be one of {', '.join(COORDINATES)}, got {spec.coordinates!r}"
+        )
     contacts = _contact_candidates(bodies, spec.joints, dtype, device)
     world = World(
         body_names=names,
@@ -574,6 +582,7 @@ def build_world(
         initial_velocity=velocity,
         initial_angular_velocity=spin,
         **contacts,
+        coordinates=spec.coordinates,
     )
     if not (spec.timestep > 0 and math.isfinite(spec.timestep)):
         raise ModelError(

@@ -26,7 +26,7 @@ def hanging_pose(theta: float, pivot: list[float], distance: float):
 
 
 def pendulum(theta0=-math.pi / 2, omega0=0.0, mass=1.0, length=1.0, damping=0.0, dt=0.01,
-             batch_size=1, dtype=torch.float64, joint="hinge"):  # fmt: skip
+             batch_size=1, dtype=torch.float64, joint="hinge", coordinates="maximal"):  # fmt: skip
     """A rod of length ``length`` hinged at one end to the world about +y, pivot at z = 2."""
     pivot = [0.0, 0.0, 2.0]
     com, quat = hanging_pose(theta0, pivot, length / 2)
@@ -40,7 +40,7 @@ def pendulum(theta0=-math.pi / 2, omega0=0.0, mass=1.0, length=1.0, damping=0.0,
     hinge = physics.Joint(
         "hinge", joint, "world", "rod", anchor=pivot, axis=[0, 1, 0], damping=damping
     )
-    spec = physics.WorldSpec(bodies=[rod], joints=[hinge], timestep=dt)
+    spec = physics.WorldSpec(bodies=[rod], joints=[hinge], timestep=dt, coordinates=coordinates)
     return physics.build_world(spec, batch_size=batch_size, dtype=dtype)
 
 
@@ -54,7 +54,8 @@ def pendulum_angle(trajectory: physics.State, pivot=(0.0, 0.0, 2.0), body: int =
 
 def cart_pole(theta0=0.3, x0=0.0, cart_mass=1.0, pole_mass=0.1, pole_length=1.0, dt=0.01,
               batch_size=1, dtype=torch.float64, motor_max=100.0, slider_damping=0.0,
-              hinge_damping=0.0, limits=None, solver_iterations=20):  # fmt: skip
+              hinge_damping=0.0, limits=None, solver_iterations=20,
+              coordinates="maximal"):  # fmt: skip
     """A cart sliding along x (pivot height 1 m) with a rod hinged about +y at its centre;
     ``limits`` (lower, upper) in m stops the cart."""
     pivot = [x0, 0.0, 1.0]
@@ -70,12 +71,16 @@ def cart_pole(theta0=0.3, x0=0.0, cart_mass=1.0, pole_mass=0.1, pole_length=1.0,
         "hinge", "hinge", "cart", "pole", anchor=pivot, axis=[0, 1, 0], damping=hinge_damping
     )
     spec = physics.WorldSpec(
-        bodies=[cart, pole], joints=[rail, hinge], timestep=dt, solver_iterations=solver_iterations
+        bodies=[cart, pole],
+        joints=[rail, hinge],
+        timestep=dt,
+        solver_iterations=solver_iterations,
+        coordinates=coordinates,
     )
     return physics.build_world(spec, batch_size=batch_size, dtype=dtype)
 
 
-def double_pendulum(theta1=1.0, theta2=2.0, dt=0.01, dtype=torch.float64):
+def double_pendulum(theta1=1.0, theta2=2.0, dt=0.01, dtype=torch.float64, coordinates="maximal"):
     pivot1 = [0.0, 0.0, 3.0]
     com1, quat1 = hanging_pose(theta1, pivot1, 0.5)
     pivot2 = [pivot1[0] - math.sin(theta1), 0.0, pivot1[2] - math.cos(theta1)]
@@ -89,7 +94,8 @@ def double_pendulum(theta1=1.0, theta2=2.0, dt=0.01, dtype=torch.float64):
         physics.Joint("elbow", "hinge", "upper", "lower", anchor=pivot2, axis=[0, 1, 0]),
     ]
     return physics.build_world(
-        physics.WorldSpec(bodies=bodies, joints=joints, timestep=dt), dtype=dtype
+        physics.WorldSpec(bodies=bodies, joints=joints, timestep=dt, coordinates=coordinates),
+        dtype=dtype,
     )
 
 

@@ -11,15 +11,19 @@ from tests.physics import models
 from tests.physics.reference import (
     bouncing_ball_apexes,
     cart_pole,
+    double_pendulum,
     physical_pendulum,
     small_angle_period,
 )
 
 G = 9.81
+# The accuracy goals hold for both formulations of jointed models.
+COORDINATES = pytest.mark.parametrize("coordinates", ["maximal", "reduced"])
 
 
-def test_pendulum_matches_ode_solution_over_5_seconds():
-    world = models.pendulum(theta0=-math.pi / 2)
+@COORDINATES
+def test_pendulum_matches_ode_solution_over_5_seconds(coordinates):
+    world = models.pendulum(theta0=-math.pi / 2, coordinates=coordinates)
     trajectory = physics.rollout(world, physics.initial_state(world), 500)
     angle = models.pendulum_angle(trajectory)[:, 0].numpy()
     t = np.arange(501) * 0.01
@@ -28,8 +32,9 @@ def test_pendulum_matches_ode_solution_over_5_seconds():
     assert np.abs(angle - reference).max() < 0.01
 
 
-def test_pendulum_small_angle_period():
-    world = models.pendulum(theta0=0.05)
+@COORDINATES
+def test_pendulum_small_angle_period(coordinates):
+    world = models.pendulum(theta0=0.05, coordinates=coordinates)
     trajectory = physics.rollout(world, physics.initial_state(world), 700)
     angle = models.pendulum_angle(trajectory)[:, 0].numpy()
     t = np.arange(angle.size) * 0.01
@@ -41,8 +46,9 @@ def test_pendulum_small_angle_period():
     assert abs(period - expected) / expected < 0.005
 
 
-def test_pendulum_energy_drift_under_one_percent_over_10_seconds():
-    world = models.pendulum(theta0=-math.pi / 2)
+@COORDINATES
+def test_pendulum_energy_drift_under_one_percent_over_10_seconds(coordinates):
+    world = models.pendulum(theta0=-math.pi / 2, coordinates=coordinates)
     trajectory = physics.rollout(world, physics.initial_state(world), 1000)
     inertia = models.rod_inertia_com()
     v = trajectory.linear_velocity[:, 0, 0]
@@ -54,9 +60,10 @@ def test_pendulum_energy_drift_under_one_percent_over_10_seconds():
     assert ((energy - energy[0]).abs().max() / total).item() < 0.01
 
 
+@COORDINATES
 @pytest.mark.parametrize("force", [None, "sine"])
-def test_cart_pole_matches_equations_of_motion(force):
-    world = models.cart_pole(theta0=0.5)
+def test_cart_pole_matches_equations_of_motion(force, coordinates):
+    world = models.cart_pole(theta0=0.5, coordinates=coordinates)
     steps = 300
     t = np.arange(steps + 1) * 0.01
     force_fn = (lambda s: 3.0 * np.sin(2.0 * s)) if force else None
@@ -81,8 +88,28 @@ def test_cart_pole_matches_equations_of_motion(force):
     assert q.shape == (1, 2)
 
 
-def test_double_pendulum_joints_stay_together_over_10_seconds():
-    world = models.double_pendulum()
+@COORDINATES
+def test_double_pendulum_matches_ode_solution_over_3_seconds(coordinates):
+    world = models.double_pendulum(coordinates=coordinates)
+    trajectory = physics.rollout(world, physics.initial_state(world), 300)
+    t = np.arange(301) * 0.01
+    inertia = models.rod_inertia_com()
+    reference = double_pendulum(1.0, 2.0, 0.0, 0.0, t, m1=1.0, m2=1.0, d1=0.5, d2=0.5, l1=1.0,
+                                i1=inertia, i2=inertia)  # fmt: skip
+    upper = trajectory.position[:, 0, 0]
+    theta1 = models.pendulum_angle(trajectory, pivot=(0.0, 0.0, 3.0), body=0)[:, 0].numpy()
+    # The elbow sits at twice the upper arm's centre from the shoulder.
+    elbow = 2.0 * upper - torch.tensor([0.0, 0.0, 3.0], dtype=upper.dtype)
+    offset = (trajectory.position[:, 0, 1] - elbow).numpy()
+    theta2 = np.arctan2(-offset[:, 0], -offset[:, 2])
+    wrapped = np.angle(np.exp(1j * (theta2 - reference["theta2"])))
+    assert np.abs(theta1 - reference["theta1"]).max() < 0.01
+    assert np.abs(wrapped).max() < 0.01
+
+
+@COORDINATES
+def test_double_pendulum_joints_stay_together_over_10_seconds(coordinates):
+    world = models.double_pendulum(coordinates=coordinates)
     trajectory = physics.rollout(world, physics.initial_state(world), 1000)
     frames = physics.joint_frames(
         world, trajectory.position.flatten(0, 1), trajectory.rotation.flatten(0, 1)

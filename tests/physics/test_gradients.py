@@ -9,6 +9,9 @@ import torch
 import physics
 from tests.physics import models
 
+# Jointed models are checked in both formulations (see physics.articulated).
+COORDINATES = pytest.mark.parametrize("coordinates", ["maximal", "reduced"])
+
 
 def finite_difference_check(loss_fn, parameter: torch.Tensor, eps: float = 1e-6, tol: float = 1e-4):
     """Compare autograd with central differences along every coordinate of ``parameter``."""
@@ -49,8 +52,12 @@ def final_position_loss(world_fn, steps, body):
         ("free flight", lambda: models.ball_on_floor(height=5.0), 1, 30, [1.0, 0.5, 2.0]),
         ("pendulum", lambda: models.pendulum(theta0=0.7), 0, 40, [0.3, 0.0, 0.2]),
         ("cart-pole", lambda: models.cart_pole(theta0=0.4), 0, 40, [0.5, 0.0, 0.0]),
+        ("pendulum, reduced", lambda: models.pendulum(theta0=0.7, coordinates="reduced"), 0, 40,
+         [0.3, 0.0, 0.2]),
+        ("cart-pole, reduced", lambda: models.cart_pole(theta0=0.4, coordinates="reduced"), 0, 40,
+         [0.5, 0.0, 0.0]),
     ],
-)
+)  # fmt: skip
 def test_initial_velocity_to_final_position(name, world_fn, body, steps, velocity):
     finite_difference_check(
         final_position_loss(world_fn, steps, body), torch.tensor(velocity, dtype=torch.float64)
@@ -72,7 +79,8 @@ def trajectory_loss(trajectory):
     return (trajectory.position[..., 0] ** 2).sum() + trajectory.position[..., 2].sum()
 
 
-def test_parameters_to_trajectory():
+@COORDINATES
+def test_parameters_to_trajectory(coordinates):
     """Mass, damping and length of the cart-pole's pole -> a loss over the whole trajectory."""
 
     def loss(params):
@@ -89,14 +97,16 @@ def test_parameters_to_trajectory():
                 "hinge", "hinge", "cart", "pole", anchor=pivot, axis=[0, 1, 0], damping=damping
             ),
         ]
-        world = physics.build_world(physics.WorldSpec([cart, pole], joints), dtype=torch.float64)
+        spec = physics.WorldSpec([cart, pole], joints, coordinates=coordinates)
+        world = physics.build_world(spec, dtype=torch.float64)
         return trajectory_loss(physics.rollout(world, physics.initial_state(world), 40))
 
     finite_difference_check(loss, torch.tensor([0.2, 0.05, 0.8], dtype=torch.float64))
 
 
-def test_actions_to_final_state():
-    world = models.cart_pole(theta0=0.2)
+@COORDINATES
+def test_actions_to_final_state(coordinates):
+    world = models.cart_pole(theta0=0.2, coordinates=coordinates)
 
     def loss(actions):
         final = physics.rollout(
@@ -132,6 +142,9 @@ def test_gravity_and_friction_and_restitution_get_gradients():
         lambda: models.pendulum(theta0=0.0),  # hanging, at rest: zero velocity everywhere
         lambda: models.ball_on_floor(height=0.0),  # a contact just touching
         lambda: models.cart_pole(theta0=math.pi),
+        lambda: models.pendulum(theta0=math.pi, coordinates="reduced"),
+        lambda: models.pendulum(theta0=0.0, coordinates="reduced"),
+        lambda: models.cart_pole(theta0=math.pi, coordinates="reduced"),
     ],
 )
 def test_no_nan_gradient_at_degenerate_states(world_fn):
@@ -148,12 +161,13 @@ def test_no_nan_gradient_at_degenerate_states(world_fn):
     assert torch.isfinite(velocity.grad).all() and torch.isfinite(spin.grad).all()
 
 
+@COORDINATES
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_batch_equals_single_runs(dtype):
+def test_batch_equals_single_runs(dtype, coordinates):
     masses = torch.tensor([0.1, 0.3, 0.7], dtype=dtype)
     angles = [0.2, -1.0, 2.5]
     # A batch of 3 cart-poles with different pole masses and starting angles ...
-    worlds = [models.cart_pole(theta0=a, dtype=dtype) for a in angles]
+    worlds = [models.cart_pole(theta0=a, dtype=dtype, coordinates=coordinates) for a in angles]
     pivot = [0.0, 0.0, 1.0]
     poses = [models.hanging_pose(a, pivot, 0.5) for a in angles]
     cart = physics.Body("cart", "box", [0.3, 0.2, 0.1], mass=1.0, position=pivot)
@@ -173,12 +187,14 @@ def test_batch_equals_single_runs(dtype):
         physics.Joint("hinge", "hinge", "cart", "pole", anchor=pivot, axis=[0, 1, 0]),
     ]
     batched = physics.build_world(
-        physics.WorldSpec([cart, pole], joints), batch_size=3, dtype=dtype
+        physics.WorldSpec([cart, pole], joints, coordinates=coordinates), batch_size=3, dtype=dtype
     )
     actions = torch.randn(50, 3, 1, dtype=dtype, generator=torch.Generator().manual_seed(0))
     together = physics.rollout(batched, physics.initial_state(batched), 50, actions=actions)
     for b, angle in enumerate(angles):
-        single_world = models.cart_pole(theta0=angle, pole_mass=float(masses[b]), dtype=dtype)
+        single_world = models.cart_pole(
+            theta0=angle, pole_mass=float(masses[b]), dtype=dtype, coordinates=coordinates
+        )
         alone = physics.rollout(
             single_world, physics.initial_state(single_world), 50, actions=actions[:, b : b + 1]
         )
@@ -206,7 +222,14 @@ def test_batch_of_bouncing_balls_equals_single_runs():
         )
 
 
-@pytest.mark.parametrize("world_fn", [lambda: models.cart_pole(theta0=0.4), models.double_pendulum])
+@pytest.mark.parametrize(
+    "world_fn",
+    [
+        lambda: models.cart_pole(theta0=0.4),
+        models.double_pendulum,
+        lambda: models.double_pendulum(coordinates="reduced"),
+    ],
+)
 def test_forward_mode_equals_reverse_mode(world_fn):
     """Jacobian columns by forward-mode AD (jvp) equal reverse mode's through a jointed rollout.
 

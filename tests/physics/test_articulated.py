@@ -1,0 +1,220 @@
+"""Reduced joint coordinates (physics.articulated): conventions, agreement with the maximal
+engine, exact joints, model errors and the compiled step.
+
+Accuracy against the ODE references, finite-difference gradients, no-NaN gradients and batch
+consistency run for both formulations in test_accuracy.py and test_gradients.py.
+"""
+
+import math
+
+import pytest
+import torch
+
+import physics
+from tests.physics import models
+
+
+def _joint_gap(world, trajectory):
+    """Largest anchor separation (m) and hinge-axis misalignment over a trajectory."""
+    frames = physics.joint_frames(
+        world, trajectory.position.flatten(0, 1), trajectory.rotation.flatten(0, 1)
+    )
+    gap = (frames.child_anchor - frames.parent_anchor).norm(dim=-1).max()
+    tilt = torch.linalg.cross(frames.axis, frames.child_axis).norm(dim=-1).max()
+    return gap.item(), tilt.item()
+
+
+def test_smoke_reduced_step_keeps_shapes_and_dtype():
+    world = models.cart_pole(theta0=0.3, batch_size=4, dtype=torch.float32, coordinates="reduced")
+    state = physics.step(world, physics.initial_state(world), torch.ones(4, 1))
+    assert state.position.shape == (4, 2, 3) and state.rotation.shape == (4, 2, 3, 3)
+    assert state.linear_velocity.dtype == torch.float32
+    assert world.coordinates == "reduced" and world.structure.tree is not None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_convention_joint_coordinates_read_back(dtype):
+    """After a reduced step, `physics.joint_positions` reads the q and q' the step integrated:
+    q is zero in the initial configuration, and velocity Verlet moves it by dt q' + O(dt^2)."""
+    world = models.cart_pole(theta0=0.0, dtype=dtype, coordinates="reduced")
+    state = physics.initial_state(world)
+    q0, q_dot0 = physics.joint_positions(world, state)
+    assert q0.abs().max() < 1e-6 and q_dot0.abs().max() < 1e-6
+    push = torch.tensor([[5.0]], dtype=dtype)  # the cart accelerates along +x
+    after = physics.step(world, state, push)
+    q1, q_dot1 = physics.joint_positions(world, after)
+    # Cart from rest, pole hanging: (M + m) x'' + m l th'' = F and (I + m l^2) th'' + m l x'' = 0
+    # give x'' = F / (M + m - (m l)^2 / (I + m l^2)).
+    pole_inertia = 0.1 * 0.5**2 + models.rod_inertia_com(mass=0.1)
+    expected = 5.0 / (1.1 - (0.1 * 0.5) ** 2 / pole_inertia)
+    assert q_dot1[0, 0].item() == pytest.approx(expected * 0.01, rel=0.02)
+    assert q1[0, 0].item() == pytest.approx(0.5 * expected * 0.01**2, rel=0.02)
+    assert q_dot1[0, 1].item() > 0  # the pole lags: its lower end toward -x, positive about +y
+
+
+@pytest.mark.parametrize(
+    "world_fn,tolerance",
+    [
+        (lambda c: models.pendulum(theta0=-math.pi / 2, coordinates=c), 1e-3),
+        (lambda c: models.cart_pole(theta0=0.5, coordinates=c), 1e-3),
+        (lambda c: models.double_pendulum(coordinates=c), 1e-3),
+    ],
+)
+def test_reduced_matches_maximal_engine(world_fn, tolerance):
+    runs = {}
+    for coordinates in ("maximal", "reduced"):
+        world = world_fn(coordinates)
+        actions = None
+        if world.actuator_names:
+            actions = torch.sin(torch.arange(100, dtype=torch.float64) * 0.05)[:, None, None]
+        runs[coordinates] = physics.rollout(
+            world, physics.initial_state(world), 100, actions=actions
+        )
+    for field in ("position", "rotation", "linear_velocity"):
+        difference = getattr(runs["maximal"], field) - getattr(runs["reduced"], field)
+        assert difference.abs().max().item() < tolerance * (10 if field != "position" else 1)
+
+
+def test_joints_hold_to_round_off_over_10_seconds():
+    world = models.double_pendulum(coordinates="reduced")
+    trajectory = physics.rollout(world, physics.initial_state(world), 1000)
+    gap, tilt = _joint_gap(world, trajectory)
+    assert gap < 1e-12 and tilt < 1e-12
+    rotation = trajectory.rotation
+    identity = torch.eye(3, dtype=rotation.dtype)
+    assert (rotation @ rotation.transpose(-1, -2) - identity).abs().max() < 1e-12
+
+
+def test_double_pendulum_energy_is_conserved():
+    world = models.double_pendulum(coordinates="reduced")
+    trajectory = physics.rollout(world, physics.initial_state(world), 1000)
+    inertia = models.rod_inertia_com()
+    v, w = trajectory.linear_velocity[:, 0], trajectory.angular_velocity[:, 0]
+    kinetic = 0.5 * (v * v).sum((-1, -2)) + 0.5 * inertia * (w * w).sum((-1, -2))
+    potential = 9.81 * trajectory.position[:, 0, :, 2].sum(-1)
+    energy = kinetic + potential
+    # Scale: the largest kinetic energy reached (the motion is chaotic and fast).
+    drift = (energy - energy[0]).abs().max() / kinetic.max()
+    assert drift.item() < 0.01
+
+
+def test_joint_order_and_static_bodies_do_not_matter():
+    """Joints listed child first, and a static body that collides with nothing, give the same
+    motion as the plain double pendulum."""
+    plain = models.double_pendulum(coordinates="reduced")
+    spec_bodies = [
+        physics.Body("post", "box", [0.1, 0.1, 1.0], static=True, collide=False,
+                     position=[2.0, 0.0, 0.5]),
+        physics.Body("lower", "box", [0.02, 0.02, 1.0], mass=1.0,
+                     position=plain.initial_position[0, 1].tolist(),
+                     rotation=plain.initial_rotation[0, 1].tolist()),
+        physics.Body("upper", "box", [0.02, 0.02, 1.0], mass=1.0,
+                     position=plain.initial_position[0, 0].tolist(),
+                     rotation=plain.initial_rotation[0, 0].tolist()),
+    ]  # fmt: skip
+    pivot2 = plain.initial_position[0, 0] + plain.initial_rotation[0, 0] @ torch.tensor(
+        [0.0, 0.0, -0.5], dtype=torch.float64
+    )
+    joints = [
+        physics.Joint("elbow", "hinge", "upper", "lower", anchor=pivot2.tolist(), axis=[0, 1, 0]),
+        physics.Joint("shoulder", "hinge", "world", "upper", anchor=[0, 0, 3.0], axis=[0, 1, 0]),
+    ]
+    shuffled = physics.build_world(
+        physics.WorldSpec(spec_bodies, joints, coordinates="reduced"), dtype=torch.float64
+    )
+    a = physics.rollout(plain, physics.initial_state(plain), 100)
+    b = physics.rollout(shuffled, physics.initial_state(shuffled), 100)
+    torch.testing.assert_close(b.position[:, :, 1], a.position[:, :, 1], atol=1e-10, rtol=0)
+    torch.testing.assert_close(b.position[:, :, 2], a.position[:, :, 0], atol=1e-10, rtol=0)
+    assert (b.position[:, :, 0] == shuffled.initial_position[:, 0]).all()  # the post stays
+
+
+def test_force_motor_is_clipped():
+    world = models.cart_pole(theta0=0.0, motor_max=2.0, coordinates="reduced")
+    state = physics.initial_state(world)
+    big = physics.step(world, state, torch.tensor([[50.0]], dtype=torch.float64))
+    at_limit = physics.step(world, state, torch.tensor([[2.0]], dtype=torch.float64))
+    torch.testing.assert_close(big.linear_velocity, at_limit.linear_velocity)
+    with pytest.raises(ValueError, match=r"action must have shape \(B, 1\)"):
+        physics.step(world, state, torch.zeros(1, 2, dtype=torch.float64))
+
+
+def test_gradients_reach_every_parameter_it_uses():
+    world = models.cart_pole(theta0=0.4, hinge_damping=0.1, coordinates="reduced")
+    names = ("mass", "size", "gravity", "joint_damping", "motor_max", "anchor_parent")
+    leaves = {name: getattr(world, name).detach().clone().requires_grad_(True) for name in names}
+    for name, leaf in leaves.items():
+        setattr(world, name, leaf)
+    trajectory = physics.rollout(
+        world, physics.initial_state(world), 30, actions=torch.full((30, 1, 1), 200.0)
+    )
+    (trajectory.position[..., 0].square().sum() + trajectory.position[..., 2].sum()).backward()
+    for name, leaf in leaves.items():
+        assert leaf.grad is not None and torch.isfinite(leaf.grad).all(), name
+        assert leaf.grad.abs().sum() > 0, name
+
+
+def _spec(**changes):
+    """A cart-pole spec with a change: a dict of body/joint field overrides."""
+    pivot = [0.0, 0.0, 1.0]
+    cart = physics.Body("cart", "box", [0.3, 0.2, 0.1], mass=1.0, position=pivot)
+    pole = physics.Body("pole", "box", [0.02, 0.02, 1.0], mass=0.1, position=[0, 0, 0.5])
+    rail = physics.Joint("rail", "slider", "world", "cart", anchor=pivot, axis=[1, 0, 0])
+    hinge = physics.Joint("hinge", "hinge", "cart", "pole", anchor=pivot, axis=[0, 1, 0])
+    bodies, joints = [cart, pole], [rail, hinge]
+    for key, value in changes.items():
+        target, field = key.split("__")
+        item = {"cart": cart, "pole": pole, "rail": rail, "hinge": hinge}.get(target)
+        if item is None:
+            bodies.append(value)
+        else:
+            setattr(item, field, value)
+    return physics.WorldSpec(bodies, joints, coordinates="reduced")
+
+
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"hinge__type": "ball"}, r"joint 'hinge': .*hinge and slider joints, not 'ball'"),
+        ({"rail__limits": [-1.0, 1.0]}, r"joint 'rail': .*does not support joint limits"),
+        ({"rail__motor": physics.Motor("servo")}, r"actuator 'rail': .*force motors, not 'servo'"),
+        ({"floor__": physics.Body("floor", "plane", [5, 5], static=True)},
+         r"bodies 'floor' and 'cart' may collide: .*collide = false"),
+        ({"extra__": physics.Body("ball", "sphere", 0.1, mass=1.0, collide=False)},
+         r"body 'ball' has no joint"),
+        ({"rail__parent": "post", "post__": physics.Body("post", "box", [1, 1, 1], static=True,
+                                                        collide=False)},
+         r"not the static body 'post'"),
+    ],
+)  # fmt: skip
+def test_model_errors_say_why_reduced_coordinates_do_not_apply(changes, message):
+    with pytest.raises(physics.ModelError, match=message):
+        physics.build_world(_spec(**changes))
+
+
+def test_unknown_coordinates_is_a_model_error():
+    spec = _spec()
+    spec.coordinates = "generalised"
+    with pytest.raises(physics.ModelError, match=r"world: coordinates must be one of maximal"):
+        physics.build_world(spec)
+
+
+def test_closed_loop_is_a_model_error():
+    spec = _spec()
+    spec.joints.append(physics.Joint("loop", "hinge", "pole", "cart", anchor=[0, 0, 1.0]))
+    with pytest.raises(physics.ModelError, match=r"body 'cart' is the child of two joints"):
+        physics.build_world(spec)
+
+
+def test_compiled_reduced_step_matches_eager():
+    world = models.cart_pole(theta0=0.7, batch_size=3, dtype=torch.float32, coordinates="reduced")
+    actions = torch.tensor([[1.0], [-2.0], [0.5]])
+    eager = compiled = physics.initial_state(world)
+    with torch.no_grad():
+        for _ in range(5):
+            eager = physics.step(world, eager, actions)
+            compiled = physics.compiled_step(torch.float32)(world, compiled, actions)
+    torch.testing.assert_close(compiled.position, eager.position, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        compiled.linear_velocity, eager.linear_velocity, atol=1e-4, rtol=1e-4
+    )
