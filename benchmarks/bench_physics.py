@@ -3,7 +3,10 @@
 Prints one JSON line per measurement. Not part of the test suite.
 
     python benchmarks/bench_physics.py [--batches 1 64 1024 4096] [--steps 50] [--compile]
-        [--at-stop 20 4]
+        [--at-stop 20 4] [--coordinates maximal reduced]
+
+``--coordinates``: the maximal engine (joints as constraints) and/or reduced joint coordinates
+(`physics.articulated`), the same cart-pole either way.
 """
 
 from __future__ import annotations
@@ -24,12 +27,19 @@ from tests.physics.models import cart_pole  # noqa: E402
 
 
 def measure(
-    batch: int, steps: int, backward: bool, compiled: bool, stop_sweeps: int | None = None
+    batch: int,
+    steps: int,
+    backward: bool,
+    compiled: bool,
+    stop_sweeps: int | None = None,
+    coordinates: str = "maximal",
 ) -> dict:
     """One workload's speed. ``stop_sweeps``: instead of the free cart-pole, the cart pushed
     against a rail stop (a bounded row active at every step) with that many solver sweeps."""
     if stop_sweeps is None:
-        world = cart_pole(theta0=0.3, batch_size=batch, dtype=torch.float32)
+        world = cart_pole(
+            theta0=0.3, batch_size=batch, dtype=torch.float32, coordinates=coordinates
+        )
         actions = torch.randn(steps, batch, 1)
     else:
         world = cart_pole(theta0=2.0, limits=[-0.5, 0.0], solver_iterations=stop_sweeps,
@@ -58,6 +68,7 @@ def measure(
         elapsed = (time.perf_counter() - start) / repeats
     return {
         "bench": "cartpole" if stop_sweeps is None else "cartpole_at_stop",
+        "coordinates": world.coordinates,
         "solver_sweeps": world.solver_iterations,
         "mode": "forward+backward" if backward else "forward",
         "compiled": compiled,
@@ -70,7 +81,11 @@ def measure(
 
 
 def peak_memory(
-    checkpoint_every: int | None, compiled: bool = False, batch: int = 64, steps: int = 300
+    checkpoint_every: int | None,
+    compiled: bool = False,
+    batch: int = 64,
+    steps: int = 300,
+    coordinates: str = "maximal",
 ) -> dict:
     """Peak resident memory of a 300-step backward pass, measured in a fresh process: the
     high-water mark (VmHWM) over the resident size just before, after resetting the mark
@@ -86,7 +101,8 @@ def status(key):
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
 
-world = cart_pole(theta0=0.3, batch_size={batch}, dtype=torch.float32)
+world = cart_pole(theta0=0.3, batch_size={batch}, dtype=torch.float32,
+                  coordinates={coordinates!r})
 actions = torch.randn({steps}, {batch}, 1, requires_grad=True)
 # Warm up (libraries, allocator) so that the peak below is the 300-step graph's.
 warm = physics.rollout(world, physics.initial_state(world), 12, actions=actions[:12],
@@ -107,6 +123,7 @@ print((peak() - before) / 1024)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return {
         "bench": "cartpole_memory",
+        "coordinates": coordinates,
         "B": batch,
         "steps": steps,
         "checkpoint_every": checkpoint_every,
@@ -115,11 +132,13 @@ print((peak() - before) / 1024)
     }
 
 
-def saved_tensor_bytes(checkpoint_every: int | None, batch: int = 64, steps: int = 300) -> dict:
+def saved_tensor_bytes(
+    checkpoint_every: int | None, batch: int = 64, steps: int = 300, coordinates: str = "maximal"
+) -> dict:
     """Bytes the autograd graph keeps for backward (unique saved tensors): deterministic,
     unlike RSS, which also counts allocator caching. With checkpointing it counts what the
     graph holds between segments; the recompute adds one segment's worth during backward."""
-    world = cart_pole(theta0=0.3, batch_size=batch, dtype=torch.float32)
+    world = cart_pole(theta0=0.3, batch_size=batch, dtype=torch.float32, coordinates=coordinates)
     actions = torch.randn(steps, batch, 1, requires_grad=True)
     saved: dict = {}
 
@@ -134,6 +153,7 @@ def saved_tensor_bytes(checkpoint_every: int | None, batch: int = 64, steps: int
                         checkpoint_every=checkpoint_every)  # fmt: skip
     return {
         "bench": "cartpole_saved_tensors",
+        "coordinates": coordinates,
         "B": batch,
         "steps": steps,
         "checkpoint_every": checkpoint_every,
@@ -154,21 +174,28 @@ def main() -> None:
         default=[20, 4],
         help="solver sweeps of the cart-at-its-stop workload (B = 64, eager); none: skip it",
     )
+    parser.add_argument(
+        "--coordinates", nargs="+", default=["maximal", "reduced"], choices=["maximal", "reduced"]
+    )
     args = parser.parse_args()
     for sweeps in args.at_stop:
         for backward in (False, True):
             print(json.dumps(measure(64, args.steps, backward, False, sweeps)), flush=True)
-    for compiled in [False, True] if args.compile else [False]:
-        for batch in args.batches:
-            for backward in (False, True):
-                print(json.dumps(measure(batch, args.steps, backward, compiled)), flush=True)
+    for coordinates in args.coordinates:
+        for compiled in [False, True] if args.compile else [False]:
+            for batch in args.batches:
+                for backward in (False, True):
+                    result = measure(batch, args.steps, backward, compiled, None, coordinates)
+                    print(json.dumps(result), flush=True)
     if not args.no_memory:
-        for every in (None, 10, 30):
-            print(json.dumps(peak_memory(every)), flush=True)
-            print(json.dumps(saved_tensor_bytes(every)), flush=True)
-        if args.compile:
-            for every in (None, 10):
-                print(json.dumps(peak_memory(every, compiled=True)), flush=True)
+        for coordinates in args.coordinates:
+            for every in (None, 10, 30):
+                print(json.dumps(peak_memory(every, coordinates=coordinates)), flush=True)
+                print(json.dumps(saved_tensor_bytes(every, coordinates=coordinates)), flush=True)
+            if args.compile:
+                for every in (None, 10):
+                    result = peak_memory(every, compiled=True, coordinates=coordinates)
+                    print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
