@@ -10,8 +10,8 @@ with J_b (6, n) body b's Jacobian. The step integrates (q, q') by velocity Verle
 drift, half kick; second order, like the maximal engine's kick-drift-kick) and rebuilds the body
 poses by forward kinematics. There is no constraint to solve and nothing drifts: the joints hold
 to round-off at every step. Per world this is a few hundred flops instead of the maximal
-engine's constraint systems, and written without matrix products (sums over axes of 3, which
-Inductor unrolls), so a compiled step is a few fused loops.
+engine's constraint systems, written without matrix products (sums over axes of 3, which
+Inductor unrolls), so a compiled step is one fused C++ kernel forward and one backward.
 
 The State stays the maximal one (body poses and velocities). Each step reads q from it as
 `physics.joint_positions` defines it (zero in the initial configuration) and q' as the joint
@@ -57,6 +57,8 @@ def articulated_tree(world: World) -> Tree:
     apply and what would make them apply."""
     why = "coordinates = 'reduced'"
     n = world.n_bodies
+    if not world.joint_names:
+        raise ModelError(f"world: {why} needs at least one joint; use coordinates = 'maximal'")
     for name, kind in zip(world.joint_names, world.joint_types, strict=True):
         if kind not in ("hinge", "slider"):
             raise ModelError(
@@ -98,7 +100,10 @@ def articulated_tree(world: World) -> Tree:
     for body in range(n):
         if world.is_static[body]:
             if parent_joint[body] is not None:
-                raise ModelError(f"body {world.body_names[body]!r}: a static body has no joint")
+                raise ModelError(
+                    f"body {world.body_names[body]!r} is static and the child of joint "
+                    f"{world.joint_names[parent_joint[body]]!r}: remove the joint or static = true"
+                )
             continue
         if parent_joint[body] is None:
             raise ModelError(

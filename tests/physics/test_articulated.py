@@ -1,8 +1,9 @@
 """Reduced joint coordinates (physics.articulated): conventions, agreement with the maximal
-engine, exact joints, model errors and the compiled step.
+engine, exact joints and model errors.
 
 Accuracy against the ODE references, finite-difference gradients, no-NaN gradients and batch
-consistency run for both formulations in test_accuracy.py and test_gradients.py.
+consistency run for both formulations in test_accuracy.py and test_gradients.py, compiled =
+eager in test_conventions.py.
 """
 
 import math
@@ -199,22 +200,15 @@ def test_unknown_coordinates_is_a_model_error():
         physics.build_world(spec)
 
 
+def test_world_without_joints_is_a_model_error():
+    ball = physics.Body("ball", "sphere", 0.1, mass=1.0)
+    spec = physics.WorldSpec([ball], coordinates="reduced")
+    with pytest.raises(physics.ModelError, match=r"needs at least one joint"):
+        physics.build_world(spec)
+
+
 def test_closed_loop_is_a_model_error():
     spec = _spec()
     spec.joints.append(physics.Joint("loop", "hinge", "pole", "cart", anchor=[0, 0, 1.0]))
     with pytest.raises(physics.ModelError, match=r"body 'cart' is the child of two joints"):
         physics.build_world(spec)
-
-
-def test_compiled_reduced_step_matches_eager():
-    world = models.cart_pole(theta0=0.7, batch_size=3, dtype=torch.float32, coordinates="reduced")
-    actions = torch.tensor([[1.0], [-2.0], [0.5]])
-    eager = compiled = physics.initial_state(world)
-    with torch.no_grad():
-        for _ in range(5):
-            eager = physics.step(world, eager, actions)
-            compiled = physics.compiled_step(torch.float32)(world, compiled, actions)
-    torch.testing.assert_close(compiled.position, eager.position, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(
-        compiled.linear_velocity, eager.linear_velocity, atol=1e-4, rtol=1e-4
-    )

@@ -294,9 +294,10 @@ def test_redundant_joints_float32_stay_finite():
     ).abs().max() < 1e-3
 
 
-def test_compiled_step_matches_eager_step():
+@pytest.mark.parametrize("coordinates", ["maximal", "reduced"])
+def test_compiled_step_matches_eager_step(coordinates):
     # torch.compile takes another path for the joint solve (Gauss-Jordan instead of LAPACK).
-    world = models.cart_pole(theta0=0.7, batch_size=3, dtype=torch.float32)
+    world = models.cart_pole(theta0=0.7, batch_size=3, dtype=torch.float32, coordinates=coordinates)
     actions = torch.tensor([[1.0], [-2.0], [0.5]])
     eager = compiled = physics.initial_state(world)
     with torch.no_grad():
