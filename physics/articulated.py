@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .inertia import shape_inertia
-from .math3d import spd_inverse
+from .actuators import checked_action, clipped_motor_forces
+from .inertia import body_moments
+from .math3d import hinge_angle, spd_inverse
 from .spec import ModelError
 from .state import State
 
@@ -44,12 +45,10 @@ class Tree:
 
     order: joint indices, each joint after the joint that moves its parent.
     moved: per joint index, the bodies it moves (its child and the child's descendants).
-    parent_joint: per body index, the joint whose child it is (None for static bodies).
     """
 
     order: tuple[int, ...]
     moved: tuple[tuple[int, ...], ...]
-    parent_joint: tuple[int | None, ...]
 
 
 def articulated_tree(world: World) -> Tree:
@@ -140,7 +139,7 @@ def articulated_tree(world: World) -> Tree:
                     break
                 walk = world.joint_parent[parent_joint[walk]]
         moved.append(tuple(bodies))
-    return Tree(order=order, moved=tuple(moved), parent_joint=tuple(parent_joint))
+    return Tree(order=order, moved=tuple(moved))
 
 
 # Small products written as sums over an axis of 3: Inductor unrolls them into the surrounding
@@ -219,8 +218,7 @@ def _read_joints(world: World, tree: Tree, state: State):
         if world.joint_types[joint] == "hinge":
             parent_ref = _attach(parent_rotation, world.ref_parent[:, joint])
             child_ref = _apply(child_rotation, world.ref_child[:, joint])
-            sine = _dot(axis, _cross(parent_ref, child_ref))
-            q[joint] = torch.atan2(sine, _dot(parent_ref, child_ref))
+            q[joint] = hinge_angle(axis, parent_ref, child_ref)
         else:
             child_anchor = child_position + _apply(child_rotation, world.anchor_child[:, joint])
             q[joint] = _dot(axis, child_anchor - anchor)
@@ -263,15 +261,6 @@ def _forward_kinematics(world: World, tree: Tree, q: Tensor) -> _Configuration:
         config.rotation[child] = rotation
         config.position[child] = point - _apply(rotation, world.anchor_child[:, joint])
     return config
-
-
-def _moments(world: World) -> Tensor:
-    """(B, N, 3) body-frame principal moments of inertia (kg m^2); zero for static bodies."""
-    moments = torch.zeros_like(world.size)
-    for shape, index in world.structure.shape_groups.items():
-        mass, size = world.mass.index_select(1, index), world.size.index_select(1, index)
-        moments = moments.index_copy(1, index, shape_inertia(shape, mass, size))
-    return moments
 
 
 def _jacobians(world: World, tree: Tree, config: _Configuration):
@@ -427,18 +416,13 @@ def _acceleration(world, tree, config, moments, space: _JointSpace, q_dot, appli
 
 
 def _motor_forces(world: World, action: Tensor | None, like: Tensor) -> Tensor:
-    """Clipped force-motor actions as generalised forces (B, J)."""
+    """Clipped force-motor actions as generalised forces (B, J) (every actuator is a force
+    motor here: `articulated_tree` checks it)."""
     applied = torch.zeros_like(like)
-    if not world.actuator_names or action is None:
+    if not world.actuator_names:
         return applied
-    if action.dim() != 2 or action.shape[-1] != len(world.actuator_names):
-        raise ValueError(
-            f"action must have shape (B, {len(world.actuator_names)}) for actuators "
-            f"{world.actuator_names}, got {tuple(action.shape)}"
-        )
-    limit = world.motor_max
-    clipped = torch.minimum(torch.maximum(action.to(like.dtype), -limit), limit)
-    return applied.index_add(1, world.structure.force_joints, clipped)
+    forces = clipped_motor_forces(world, checked_action(world, action, like))
+    return applied.index_add(1, world.structure.force_joints, forces)
 
 
 def reduced_step(world: World, state: State, action: Tensor | None = None) -> State:
@@ -447,7 +431,7 @@ def reduced_step(world: World, state: State, action: Tensor | None = None) -> St
     tree = world.structure.tree
     dt = world.timestep
     config, q = _read_joints(world, tree, state)
-    moments = _moments(world)
+    moments = body_moments(world.mass, world.size, world.structure.shape_groups)
     space = _joint_space(world, tree, config, moments)
     q_dot = _project_velocity(world, config, moments, space, state)
     applied = _motor_forces(world, action, q)

@@ -66,3 +66,18 @@ def shape_inertia(shape: str, mass: Tensor, size: Tensor) -> Tensor:
         axial = 0.5 * cylinder_mass * r2 + 0.4 * caps_mass * r2
         return torch.stack([across, across, axial], -1)
     raise ValueError(f"no inertia for shape {shape!r}")
+
+
+def body_moments(mass: Tensor, size: Tensor, shape_groups: dict[str, Tensor]) -> Tensor:
+    """Principal moments of every body (B, N, 3) (kg m^2), zero for the bodies in no group.
+
+    Args:
+        mass: (B, N) kg; size: (B, N, 3) padded sizes (m).
+        shape_groups: shape -> (n,) long indices of the dynamic bodies of that shape.
+    """
+    moments = torch.zeros_like(size)
+    for shape, index in shape_groups.items():
+        moments = moments.index_copy(
+            1, index, shape_inertia(shape, mass.index_select(1, index), size.index_select(1, index))
+        )
+    return moments

@@ -15,7 +15,7 @@ import dataclasses
 
 import torch
 
-from .math3d import rotation_error
+from .math3d import hinge_angle, rotation_error
 from .rows import Rows, angular_rows, point_rows, row_velocity
 from .state import State
 from .world import World
@@ -169,10 +169,7 @@ def axis_rows(world: World, frames: JointFrames) -> tuple[Rows, Tensor]:
         slider,
     )
     displacement = (frames.axis * (frames.child_anchor - frames.parent_anchor)).sum(-1)
-    sine = (frames.axis * torch.linalg.cross(frames.parent_ref, frames.child_ref)).sum(-1)
-    cosine = (frames.parent_ref * frames.child_ref).sum(-1)
-    # The refs are unit vectors normal to the axis, so (sine, cosine) never both vanish.
-    angle = torch.atan2(sine, cosine)
+    angle = hinge_angle(frames.axis, frames.parent_ref, frames.child_ref)
     return rows, torch.where(slider[None], displacement, angle)
 
 

@@ -135,6 +135,17 @@ def rotation_error(rotation: Tensor) -> Tensor:
     )
 
 
+def hinge_angle(axis: Tensor, parent_ref: Tensor, child_ref: Tensor) -> Tensor:
+    """Signed angle (rad, in (-pi, pi]) from ``parent_ref`` to ``child_ref`` about ``axis``.
+
+    Args:
+        axis, parent_ref, child_ref: (..., 3); the refs are unit vectors normal to the unit
+            axis, so the angle's sine and cosine never both vanish.
+    """
+    sine = (axis * torch.linalg.cross(parent_ref, child_ref)).sum(-1)
+    return torch.atan2(sine, (parent_ref * child_ref).sum(-1))
+
+
 def spd_inverse(matrix: Tensor) -> Tensor:
     """Inverse of a batch of small symmetric positive definite matrices (B, m, m).
 

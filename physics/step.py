@@ -33,9 +33,10 @@ import itertools
 import torch
 
 from . import joints as joint_geometry
+from .actuators import checked_action, clipped_motor_forces
 from .articulated import reduced_step
 from .contacts import find_contacts
-from .inertia import shape_inertia
+from .inertia import body_moments
 from .math3d import axis_angle_to_matrix, renormalize_rotation, spd_inverse, tangent_basis
 from .rows import (
     Mobility,
@@ -62,10 +63,7 @@ def mobility(world: World, rotation: Tensor) -> tuple[Mobility, Tensor]:
         inertia: (B, N, 3, 3) world-frame inertia (kg m^2), zero for static bodies.
     """
     batch, count = world.mass.shape
-    moments = torch.zeros_like(world.size)  # (B, N, 3); static bodies keep zero
-    for shape, index in world.structure.shape_groups.items():
-        mass, size = world.mass.index_select(1, index), world.size.index_select(1, index)
-        moments = moments.index_copy(1, index, shape_inertia(shape, mass, size))
+    moments = body_moments(world.mass, world.size, world.structure.shape_groups)
     dynamic = world.structure.dynamic
     inv_mass = torch.where(dynamic, 1.0 / world.mass, 0.0)
     inv_moments = torch.where(dynamic[:, None], 1.0 / torch.where(moments > 0, moments, 1.0), 0.0)
@@ -160,20 +158,11 @@ def _joint_drive(world: World, frames, action: Tensor | None, mob: Mobility, vel
     groups = []
     structure = world.structure
     if world.actuator_names:
-        if action is None:
-            action = q.new_zeros(q.shape[0], len(world.actuator_names))
-        if action.shape[-1] != len(world.actuator_names) or action.dim() != 2:
-            raise ValueError(
-                f"action must have shape (B, {len(world.actuator_names)}) for actuators "
-                f"{world.actuator_names}, got {tuple(action.shape)}"
-            )
-        action = action.to(q.dtype)
+        action = checked_action(world, action, q)
         if structure.force_actuators.numel():
-            index = structure.force_actuators
-            limit = world.motor_max.index_select(1, index)
-            force = action.index_select(1, index)
-            clipped = torch.minimum(torch.maximum(force, -limit), limit)
-            generalised = generalised.index_add(1, structure.force_joints, clipped)
+            generalised = generalised.index_add(
+                1, structure.force_joints, clipped_motor_forces(world, action)
+            )
         if structure.servo_actuators.numel():
             index, joint = structure.servo_actuators, structure.servo_joints
             target = action.index_select(1, index)
