@@ -7,6 +7,7 @@ from collections.abc import Callable
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from .articulated import reduced_step
 from .state import State
 from .step import step
 from .world import World
@@ -39,6 +40,28 @@ def decay_state_gradient(state: State, factor: float) -> State:
 _COMPILED: dict[tuple, Callable] = {}
 
 
+def _inductor_recomputing_backward(graph, example_inputs):
+    """Inductor (scalar C++ loops), with a backward that recomputes the forward's intermediates
+    instead of receiving them: for the reduced step the forward then returns its outputs only,
+    not about 100 saved (B, 3)-sized tensors that each cost an allocation and a pass through
+    autograd's bookkeeping. Measured on the cart-pole (benchmarks/bench_physics.py, B = 64,
+    float32, 2 threads): forward+backward 142k-151k -> 161k-171k state-steps/s. The maximal
+    engine's step does more arithmetic per saved tensor and is kept as it was (36k -> 34k)."""
+    import torch._functorch.config
+    from torch._inductor.compile_fx import compile_fx
+
+    with torch._functorch.config.patch(activation_memory_budget=0.0):
+        return compile_fx(graph, example_inputs, config_patches=_SCALAR_LOOPS)
+
+
+# Scalar C++ loops, not Inductor's vector code: the engine's innermost dimensions are 2, 3 or 6,
+# which vector code covers with masked 16-wide vectors. Measured on the cart-pole
+# (benchmarks/bench_physics.py, float32, 2 threads): B = 64 forward 88k -> 109k state-steps/s;
+# B = 1024 forward 196k -> 252k, forward+backward 49k -> 58k. (For float64 the vector code also
+# failed an internal assert in torch 2.13.)
+_SCALAR_LOOPS = {"cpp.simdlen": 1}
+
+
 def compiled_step(dtype: torch.dtype) -> Callable:
     """`step` through torch.compile (Inductor), made once per dtype and reused.
 
@@ -46,15 +69,20 @@ def compiled_step(dtype: torch.dtype) -> Callable:
     small world's step runs several times faster than eager, forward and backward. Eager `step`
     stays the reference; the tests check both agree. Each batch size and grad mode is a graph
     of its own: past Dynamo's recompile limit (8 per function) it runs eager, with a warning.
+    Worlds in reduced coordinates compile `reduced_step` (a function of its own, so its graphs
+    do not count against the maximal step's limit) with a recomputing backward.
     """
     key = (dtype,)
     if key not in _COMPILED:
-        # Scalar C++ loops, not Inductor's vector code: the engine's innermost dimensions are
-        # 2, 3 or 6, which vector code covers with masked 16-wide vectors. Measured on the
-        # cart-pole (benchmarks/bench_physics.py, float32, 2 threads): B = 64 forward 88k ->
-        # 109k state-steps/s; B = 1024 forward 196k -> 252k, forward+backward 49k -> 58k.
-        # (For float64 the vector code also failed an internal assert in torch 2.13.)
-        _COMPILED[key] = torch.compile(step, dynamic=False, options={"cpp.simdlen": 1})
+        maximal = torch.compile(step, dynamic=False, options=_SCALAR_LOOPS)
+        reduced = torch.compile(reduced_step, dynamic=False, backend=_inductor_recomputing_backward)
+
+        def compiled(world: World, state: State, action: Tensor | None = None) -> State:
+            if world.structure.tree is not None:
+                return reduced(world, state, action)
+            return maximal(world, state, action)
+
+        _COMPILED[key] = compiled
     return _COMPILED[key]
 
 
@@ -91,10 +119,14 @@ def rollout(
     if policy is not None and actions is not None:
         raise ValueError("give a policy or an action sequence, not both")
 
+    # One unbind, not an index per step: its backward stacks the per-step gradients once,
+    # where each index's backward would fill a zero tensor of the whole sequence.
+    per_step = None if actions is None else actions.unbind(0)
+
     def action_at(current: State, t: int) -> Tensor | None:
         if policy is not None:
             return policy(current, t)
-        return None if actions is None else actions[t]
+        return None if per_step is None else per_step[t]
 
     step_fn = compiled_step(world.dtype) if compile else step
 
