@@ -316,6 +316,9 @@ WORLD_FIELDS: dict[str, _Field] = {
     "gravity": _VEC3,
     "timestep": _Num((), lo=0.0, lo_open=True, hi=1.0, batchable=False, grad=False),
     "solver_iterations": _Int(1, 10000),
+    # "reduced": joint coordinates (physics.articulated), for trees of hinges and sliders with
+    # force motors, no limits and nothing that collides; faster and exact at the joints.
+    "coordinates": _Choice(("maximal", "reduced")),
 }
 
 CAMERA_FIELDS: dict[str, _Field] = {
@@ -849,6 +852,13 @@ class Scene:
             self.world = physics.build_world(
                 spec, batch_size=batch_size, device=self.device, dtype=dtype
             )
+        except physics.ReducedCoordinatesError as e:
+            raise SceneError(
+                f"this model cannot use reduced coordinates: {e}",
+                file=config.file,
+                key="world.coordinates",
+                accepted='"maximal" (the default), or change the model as the reason says',
+            ) from None
         except physics.ModelError as e:
             raise SceneError(f"invalid model: {e}", file=config.file) from None
         self.spec = spec
@@ -1102,7 +1112,8 @@ class Scene:
         lines.append(
             f"  world: gravity {_fmt(w.get('gravity', self.spec.gravity))}, "
             f"timestep {self.timestep:g} s, solver_iterations "
-            f"{w.get('solver_iterations', self.spec.solver_iterations)}"
+            f"{w.get('solver_iterations', self.spec.solver_iterations)}, "
+            f"{self.world.coordinates} coordinates"
         )
         lines.append(f"  bodies ({len(cfg.bodies)}):")
         for b in cfg.bodies:

@@ -6,6 +6,7 @@ state = physics.step(world, state, action)
 trajectory = physics.rollout(world, state, steps, policy=..., checkpoint_every=k)
 """
 
+from .articulated import ReducedCoordinatesError
 from .contacts import find_contacts
 from .joints import JointFrames, axis_rows, joint_frames, joint_positions
 from .math3d import quat_to_matrix
@@ -30,6 +31,7 @@ __all__ = [
     "Joint",
     "ModelError",
     "Motor",
+    "ReducedCoordinatesError",
     "SimulationError",
     "State",
     "World",

@@ -1,8 +1,9 @@
-"""Reduced (joint) coordinates for trees of hinges and sliders: ``coordinates = "reduced"``.
+"""Reduced (joint) coordinates for trees of hinges, sliders and welds: ``coordinates = "reduced"``.
 
-When every dynamic body hangs from the world through a chain of hinge and slider joints (a
-cart-pole, a pendulum, an arm) and nothing can touch, the joints' coordinates q describe the
-whole state, and the motion follows Lagrange's equations
+When every dynamic body hangs from the world through a chain of hinge, slider and fixed joints
+(a cart-pole, a pendulum with a welded bob, an arm) and nothing can touch, the hinges' and
+sliders' coordinates q describe the whole state (a fixed joint has none: its child moves with
+its parent), and the motion follows Lagrange's equations
 
     M(q) q'' = sum_b J_b^T (external and velocity-product forces on body b) + motor - damping q',
 
@@ -39,16 +40,27 @@ if TYPE_CHECKING:
 Tensor = torch.Tensor
 
 
+class ReducedCoordinatesError(ModelError):
+    """The model cannot use ``coordinates = "reduced"``: the message names the joint, body or
+    actuator in the way and what would make it fit."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Tree:
     """The static shape of an articulated tree.
 
     order: joint indices, each joint after the joint that moves its parent.
     moved: per joint index, the bodies it moves (its child and the child's descendants).
+    coordinate: per joint index, its column of q, None for a fixed joint (it has none).
+    coordinate_joints: per column of q (C of them), its joint.
+    actuator_coordinate: per actuator (all force motors), the column of q it drives.
     """
 
     order: tuple[int, ...]
     moved: tuple[tuple[int, ...], ...]
+    coordinate: tuple[int | None, ...]
+    coordinate_joints: tuple[int, ...]
+    actuator_coordinate: tuple[int, ...]
 
 
 def articulated_tree(world: World) -> Tree:
@@ -57,22 +69,34 @@ def articulated_tree(world: World) -> Tree:
     why = "coordinates = 'reduced'"
     n = world.n_bodies
     if not world.joint_names:
-        raise ModelError(f"world: {why} needs at least one joint; use coordinates = 'maximal'")
+        raise ReducedCoordinatesError(
+            f"world: {why} needs at least one joint; use coordinates = 'maximal'"
+        )
     for name, kind in zip(world.joint_names, world.joint_types, strict=True):
-        if kind not in ("hinge", "slider"):
-            raise ModelError(
-                f"joint {name!r}: {why} supports hinge and slider joints, not {kind!r}; "
+        if kind not in ("hinge", "slider", "fixed"):
+            raise ReducedCoordinatesError(
+                f"joint {name!r}: {why} supports hinge, slider and fixed joints, not {kind!r}; "
                 "use coordinates = 'maximal'"
             )
+    coordinate_joints = tuple(j for j, kind in enumerate(world.joint_types) if kind != "fixed")
+    if not coordinate_joints:
+        raise ReducedCoordinatesError(
+            f"world: {why} needs a hinge or slider joint (fixed joints alone move nothing); "
+            "use coordinates = 'maximal'"
+        )
+    coordinate = tuple(
+        coordinate_joints.index(j) if j in coordinate_joints else None
+        for j in range(world.n_joints)
+    )
     for name, limited in zip(world.joint_names, world.joint_has_limits, strict=True):
         if limited:
-            raise ModelError(
+            raise ReducedCoordinatesError(
                 f"joint {name!r}: {why} does not support joint limits; remove the limits or "
                 "use coordinates = 'maximal'"
             )
     for name, kind in zip(world.actuator_names, world.actuator_type, strict=True):
         if kind != "force":
-            raise ModelError(
+            raise ReducedCoordinatesError(
                 f"actuator {name!r}: {why} supports force motors, not {kind!r}; "
                 "use coordinates = 'maximal'"
             )
@@ -84,14 +108,14 @@ def articulated_tree(world: World) -> Tree:
                 *zip(world.segment_contact_a, world.segment_contact_b, strict=True),
             )
         ]
-        raise ModelError(
+        raise ReducedCoordinatesError(
             f"bodies {pairs[0][0]!r} and {pairs[0][1]!r} may collide: {why} has no contacts; "
             "set collide = false on one of them or use coordinates = 'maximal'"
         )
     parent_joint: list[int | None] = [None] * n
     for joint, child in enumerate(world.joint_child):
         if parent_joint[child] is not None:
-            raise ModelError(
+            raise ReducedCoordinatesError(
                 f"body {world.body_names[child]!r} is the child of two joints: {why} needs a "
                 "tree (one parent joint per body); use coordinates = 'maximal'"
             )
@@ -99,13 +123,13 @@ def articulated_tree(world: World) -> Tree:
     for body in range(n):
         if world.is_static[body]:
             if parent_joint[body] is not None:
-                raise ModelError(
+                raise ReducedCoordinatesError(
                     f"body {world.body_names[body]!r} is static and the child of joint "
                     f"{world.joint_names[parent_joint[body]]!r}: remove the joint or static = true"
                 )
             continue
         if parent_joint[body] is None:
-            raise ModelError(
+            raise ReducedCoordinatesError(
                 f"body {world.body_names[body]!r} has no joint: {why} needs every dynamic body "
                 "joined to the world or to another body; use coordinates = 'maximal'"
             )
@@ -114,14 +138,14 @@ def articulated_tree(world: World) -> Tree:
         steps, body = 0, parent
         while body < n:
             if world.is_static[body]:
-                raise ModelError(
+                raise ReducedCoordinatesError(
                     f"joint {world.joint_names[joint]!r}: {why} needs joints to hang from the "
                     f"world or a dynamic body, not the static body {world.body_names[body]!r}; "
                     'use parent = "world"'
                 )
             steps += 1
             if steps > n:
-                raise ModelError(
+                raise ReducedCoordinatesError(
                     f"joint {world.joint_names[joint]!r} is on a closed loop: {why} needs a "
                     "tree; use coordinates = 'maximal'"
                 )
@@ -139,7 +163,13 @@ def articulated_tree(world: World) -> Tree:
                     break
                 walk = world.joint_parent[parent_joint[walk]]
         moved.append(tuple(bodies))
-    return Tree(order=order, moved=tuple(moved))
+    return Tree(
+        order=order,
+        moved=tuple(moved),
+        coordinate=coordinate,
+        coordinate_joints=coordinate_joints,
+        actuator_coordinate=tuple(coordinate[j] for j in world.actuator_joint),
+    )
 
 
 # Small products written as sums over an axis of 3: Inductor unrolls them into the surrounding
@@ -199,7 +229,7 @@ def _offset(position: Tensor | None, vector: Tensor) -> Tensor:
 
 
 def _read_joints(world: World, tree: Tree, state: State):
-    """The state's configuration and its joint coordinates q (B, J) (rad or m), as
+    """The state's configuration and its joint coordinates q (B, C) (rad or m), as
     `physics.joint_positions` defines them (zero in the initial configuration)."""
     config = _Configuration(
         rotation=[None if s else state.rotation[:, b] for b, s in enumerate(world.is_static)],
@@ -207,7 +237,7 @@ def _read_joints(world: World, tree: Tree, state: State):
         axis=[None] * world.n_joints,
         anchor=[None] * world.n_joints,
     )
-    q = [None] * world.n_joints
+    q = [None] * len(tree.coordinate_joints)
     for joint in tree.order:
         parent, child = world.joint_parent[joint], world.joint_child[joint]
         parent_rotation, parent_position = _parent_pose(world, config, parent)
@@ -215,18 +245,19 @@ def _read_joints(world: World, tree: Tree, state: State):
         axis = _attach(parent_rotation, world.axis_parent[:, joint])
         anchor = _offset(parent_position, _attach(parent_rotation, world.anchor_parent[:, joint]))
         config.axis[joint], config.anchor[joint] = axis, anchor
-        if world.joint_types[joint] == "hinge":
+        kind, column = world.joint_types[joint], tree.coordinate[joint]
+        if kind == "hinge":
             parent_ref = _attach(parent_rotation, world.ref_parent[:, joint])
             child_ref = _apply(child_rotation, world.ref_child[:, joint])
-            q[joint] = hinge_angle(axis, parent_ref, child_ref)
-        else:
+            q[column] = hinge_angle(axis, parent_ref, child_ref)
+        elif kind == "slider":
             child_anchor = child_position + _apply(child_rotation, world.anchor_child[:, joint])
-            q[joint] = _dot(axis, child_anchor - anchor)
+            q[column] = _dot(axis, child_anchor - anchor)
     return config, torch.stack(q, 1)
 
 
 def _forward_kinematics(world: World, tree: Tree, q: Tensor) -> _Configuration:
-    """Body poses and joint frames at joint coordinates q (B, J), from the initial
+    """Body poses and joint frames at joint coordinates q (B, C), from the initial
     configuration's joint frames."""
     config = _Configuration(
         rotation=[None] * world.n_bodies,
@@ -242,8 +273,9 @@ def _forward_kinematics(world: World, tree: Tree, q: Tensor) -> _Configuration:
         rest = world.rest_rotation[:, joint]  # the child at q = 0
         if parent_rotation is not None:
             rest = _compose(parent_rotation, rest)
-        angle = q[:, joint]
-        if world.joint_types[joint] == "hinge":
+        kind = world.joint_types[joint]
+        if kind == "hinge":
+            angle = q[:, tree.coordinate[joint]]
             # Rodrigues on each column c of the rest rotation, about the world axis a:
             # c cos + (a x c) sin + a (a . c)(1 - cos).
             cosine, sine = torch.cos(angle)[:, None, None], torch.sin(angle)[:, None, None]
@@ -254,9 +286,11 @@ def _forward_kinematics(world: World, tree: Tree, q: Tensor) -> _Configuration:
                 + axis_col * (axis_col * rest).sum(1, keepdim=True) * (1 - cosine)
             )
             point = anchor
-        else:
+        elif kind == "slider":
             rotation = rest
-            point = anchor + angle[:, None] * axis
+            point = anchor + q[:, tree.coordinate[joint], None] * axis
+        else:  # fixed: the rest pose on the parent
+            rotation, point = rest, anchor
         config.axis[joint], config.anchor[joint] = axis, anchor
         config.rotation[child] = rotation
         config.position[child] = point - _apply(rotation, world.anchor_child[:, joint])
@@ -264,18 +298,18 @@ def _forward_kinematics(world: World, tree: Tree, q: Tensor) -> _Configuration:
 
 
 def _jacobians(world: World, tree: Tree, config: _Configuration):
-    """Each dynamic body's Jacobian: linear and angular velocity per unit q' of each joint.
+    """Each dynamic body's Jacobian: linear and angular velocity per unit q' of each coordinate.
 
     Returns:
         bodies: the dynamic body indices, in the order of the stacked axis.
-        linear, angular: (B, D, 3, J) for the D dynamic bodies (m or rad per unit of q').
+        linear, angular: (B, D, 3, C) for the D dynamic bodies (m or rad per unit of q').
     """
     bodies = [b for b in range(world.n_bodies) if not world.is_static[b]]
     zero = torch.zeros_like(config.anchor[0])
     linear_rows, angular_rows = [], []
     for body in bodies:
         linear, angular = [], []
-        for joint in range(world.n_joints):
+        for joint in tree.coordinate_joints:
             if body not in tree.moved[joint]:
                 linear.append(zero)
                 angular.append(zero)
@@ -292,7 +326,7 @@ def _jacobians(world: World, tree: Tree, config: _Configuration):
 
 
 def _velocity_products(world: World, tree: Tree, config: _Configuration, q_dot: Tensor):
-    """Body spins at q' and the accelerations at q'' = 0 (the velocity-product terms).
+    """Body spins at q' (B, C) and the accelerations at q'' = 0 (the velocity-product terms).
 
     Returns per body index (zero for static bodies): spin, and the bias angular and linear
     accelerations, each (B, 3).
@@ -303,17 +337,18 @@ def _velocity_products(world: World, tree: Tree, config: _Configuration, q_dot: 
     angular_bias, linear_bias = [zero] * (n + 1), [zero] * (n + 1)
     for joint in tree.order:
         parent, child = world.joint_parent[joint], world.joint_child[joint]
-        axis, anchor, rate = config.axis[joint], config.anchor[joint], q_dot[:, joint, None]
+        axis, anchor = config.axis[joint], config.anchor[joint]
+        kind, column = world.joint_types[joint], tree.coordinate[joint]
         parent_position = zero if parent >= n else config.position[parent]
         w_p = spin[min(parent, n)]
         alpha_p, acc_p = angular_bias[min(parent, n)], linear_bias[min(parent, n)]
         lever = config.position[child] - parent_position
-        # The axis turns with the parent: d(axis)/dt = w_p x axis.
-        axis_rate = _cross(w_p, axis)
-        if world.joint_types[joint] == "hinge":
+        if kind == "hinge":
+            rate = q_dot[:, column, None]
             to_anchor, from_anchor = anchor - parent_position, config.position[child] - anchor
             w_c = w_p + rate * axis
-            alpha_c = alpha_p + rate * axis_rate
+            # The axis turns with the parent: d(axis)/dt = w_p x axis.
+            alpha_c = alpha_p + rate * _cross(w_p, axis)
             acc_c = (
                 acc_p
                 + _cross(alpha_p, to_anchor)
@@ -321,14 +356,11 @@ def _velocity_products(world: World, tree: Tree, config: _Configuration, q_dot: 
                 + _cross(alpha_c, from_anchor)
                 + _cross(w_c, _cross(w_c, from_anchor))
             )
-        else:
+        else:  # slider or fixed: the child turns with its parent
             w_c, alpha_c = w_p, alpha_p
-            acc_c = (
-                acc_p
-                + _cross(alpha_p, lever)
-                + _cross(w_p, _cross(w_p, lever))
-                + 2.0 * rate * axis_rate
-            )
+            acc_c = acc_p + _cross(alpha_p, lever) + _cross(w_p, _cross(w_p, lever))
+            if kind == "slider":  # the Coriolis term of sliding along a turning axis
+                acc_c = acc_c + 2.0 * q_dot[:, column, None] * _cross(w_p, axis)
         spin[child] = w_c
         angular_bias[child], linear_bias[child] = alpha_c, acc_c
     return spin[:n], angular_bias[:n], linear_bias[:n]
@@ -339,8 +371,8 @@ class _JointSpace:
     """The tree's mass properties at one configuration.
 
     bodies: the dynamic body indices (D of them), in the order of the stacked axis.
-    linear, angular: (B, D, 3, J) Jacobians (see `_jacobians`).
-    inverse: (B, J, J) inverse of the joint-space mass matrix M(q) (kg, kg m^2, ...).
+    linear, angular: (B, D, 3, C) Jacobians (see `_jacobians`).
+    inverse: (B, C, C) inverse of the joint-space mass matrix M(q) (kg, kg m^2, ...).
     """
 
     bodies: list[int]
@@ -374,12 +406,12 @@ def _joint_space(world: World, tree: Tree, config: _Configuration, moments: Tens
 
 
 def _solve(space: _JointSpace, generalised: Tensor) -> Tensor:
-    """M(q)^-1 times (B, J) generalised forces or momenta."""
+    """M(q)^-1 times (B, C) generalised forces or momenta."""
     return (space.inverse * generalised[:, None, :]).sum(-1)
 
 
 def _project_velocity(world, config, moments, space: _JointSpace, state: State) -> Tensor:
-    """q' (B, J) whose body velocities are closest to the state's in kinetic energy: the joint
+    """q' (B, C) whose body velocities are closest to the state's in kinetic energy: the joint
     momenta J^T (m v, I w) through M(q)^-1, as the maximal engine projects onto its joints. For
     a state that satisfies the joints it is the joints' own velocity."""
     momentum, angular_momentum = [], []
@@ -395,7 +427,7 @@ def _project_velocity(world, config, moments, space: _JointSpace, state: State) 
 
 
 def _acceleration(world, tree, config, moments, space: _JointSpace, q_dot, applied):
-    """q'' (B, J) at a configuration and joint velocity q' (B, J), with ``applied`` (B, J)
+    """q'' (B, C) at a configuration and joint velocity q' (B, C), with ``applied`` (B, C)
     generalised motor forces (N or N m)."""
     spin, angular_bias, linear_bias = _velocity_products(world, tree, config, q_dot)
     force, torque = [], []
@@ -410,19 +442,27 @@ def _acceleration(world, tree, config, moments, space: _JointSpace, q_dot, appli
         (space.linear * torch.stack(force, 1)[..., None]).sum((1, 2))
         + (space.angular * torch.stack(torque, 1)[..., None]).sum((1, 2))
         + applied
-        - world.joint_damping * q_dot
+        - _coordinate_damping(world, tree) * q_dot
     )
     return _solve(space, generalised)
 
 
-def _motor_forces(world: World, action: Tensor | None, like: Tensor) -> Tensor:
-    """Clipped force-motor actions as generalised forces (B, J) (every actuator is a force
-    motor here: `articulated_tree` checks it)."""
-    applied = torch.zeros_like(like)
-    if not world.actuator_names:
-        return applied
-    forces = clipped_motor_forces(world, checked_action(world, action, like))
-    return applied.index_add(1, world.structure.force_joints, forces)
+def _coordinate_damping(world: World, tree: Tree) -> Tensor:
+    """The hinges' and sliders' damping (B, C) (N s/m or N m s/rad)."""
+    if len(tree.coordinate_joints) == world.n_joints:
+        return world.joint_damping
+    return torch.stack([world.joint_damping[:, j] for j in tree.coordinate_joints], 1)
+
+
+def _motor_forces(world: World, tree: Tree, action: Tensor | None, like: Tensor) -> Tensor:
+    """Clipped force-motor actions as generalised forces (B, C) (every actuator is a force
+    motor here, on a hinge or slider: `articulated_tree` and `build_world` check it)."""
+    columns = [torch.zeros_like(like[:, 0])] * len(tree.coordinate_joints)
+    if world.actuator_names:
+        forces = clipped_motor_forces(world, checked_action(world, action, like))
+        for actuator, column in enumerate(tree.actuator_coordinate):
+            columns[column] = columns[column] + forces[:, actuator]
+    return torch.stack(columns, 1)
 
 
 def reduced_step(world: World, state: State, action: Tensor | None = None) -> State:
@@ -434,7 +474,7 @@ def reduced_step(world: World, state: State, action: Tensor | None = None) -> St
     moments = body_moments(world.mass, world.size, world.structure.shape_groups)
     space = _joint_space(world, tree, config, moments)
     q_dot = _project_velocity(world, config, moments, space, state)
-    applied = _motor_forces(world, action, q)
+    applied = _motor_forces(world, tree, action, q)
     # Velocity Verlet: half kick at the start, drift, half kick at the end configuration. The
     # end kick's velocity-dependent terms (Coriolis, centripetal, damping) take the end velocity
     # predicted by a whole Euler kick, q' + dt q'': off by O(dt^2), so the step stays second
@@ -475,4 +515,4 @@ def reduced_step(world: World, state: State, action: Tensor | None = None) -> St
     )
 
 
-__all__ = ["Tree", "articulated_tree", "reduced_step"]
+__all__ = ["ReducedCoordinatesError", "Tree", "articulated_tree", "reduced_step"]

@@ -79,6 +79,7 @@ def test_unknown_top_level_and_section_keys(scene_tools, tmp_path):
         (("world",), "timestep", 0.0, "world.timestep"),
         (("world",), "solver_iterations", 2.5, "world.solver_iterations"),
         (("world",), "gravity", float("nan"), "world.gravity"),
+        (("world",), "coordinates", "joint", "world.coordinates"),
     ],
 )
 def test_bad_values_name_the_key(scene_tools, tmp_path, where, key, value, expect):

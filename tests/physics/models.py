@@ -55,9 +55,10 @@ def pendulum_angle(trajectory: physics.State, pivot=(0.0, 0.0, 2.0), body: int =
 def cart_pole(theta0=0.3, x0=0.0, cart_mass=1.0, pole_mass=0.1, pole_length=1.0, dt=0.01,
               batch_size=1, dtype=torch.float64, motor_max=100.0, slider_damping=0.0,
               hinge_damping=0.0, limits=None, solver_iterations=20,
-              coordinates="maximal"):  # fmt: skip
+              coordinates="maximal", tip_mass=None):  # fmt: skip
     """A cart sliding along x (pivot height 1 m) with a rod hinged about +y at its centre;
-    ``limits`` (lower, upper) in m stops the cart."""
+    ``limits`` (lower, upper) in m stops the cart; ``tip_mass`` (kg) welds a ball of radius
+    0.05 m at the rod's tip (a fixed joint, listed first)."""
     pivot = [x0, 0.0, 1.0]
     com, quat = hanging_pose(theta0, pivot, pole_length / 2)
     cart = physics.Body("cart", "box", [0.3, 0.2, 0.1], mass=cart_mass, position=pivot)
@@ -70,9 +71,15 @@ def cart_pole(theta0=0.3, x0=0.0, cart_mass=1.0, pole_mass=0.1, pole_length=1.0,
     hinge = physics.Joint(
         "hinge", "hinge", "cart", "pole", anchor=pivot, axis=[0, 1, 0], damping=hinge_damping
     )
+    bodies, joints = [cart, pole], [rail, hinge]
+    if tip_mass is not None:
+        tip, _ = hanging_pose(theta0, pivot, pole_length)
+        bodies.append(physics.Body("tip", "sphere", 0.05, mass=tip_mass, position=tip,
+                                   collide=False))  # fmt: skip
+        joints.insert(0, physics.Joint("weld", "fixed", "pole", "tip", anchor=tip))
     spec = physics.WorldSpec(
-        bodies=[cart, pole],
-        joints=[rail, hinge],
+        bodies=bodies,
+        joints=joints,
         timestep=dt,
         solver_iterations=solver_iterations,
         coordinates=coordinates,

@@ -8,11 +8,13 @@ eager in test_conventions.py.
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
 import physics
 from tests.physics import models
+from tests.physics.reference import physical_pendulum
 
 
 def _joint_gap(world, trajectory):
@@ -155,6 +157,79 @@ def test_gradients_reach_every_parameter_it_uses():
         assert leaf.grad.abs().sum() > 0, name
 
 
+def _welded_pendulum(theta0: float, coordinates: str, bob_mass: float = 0.5):
+    """The test pendulum's 1 m rod with a sphere (radius 0.1 m) welded at its lower end, its
+    centre 1 m from the pivot; the fixed joint listed before the hinge."""
+    pivot = [0.0, 0.0, 2.0]
+    rod_com, quat = models.hanging_pose(theta0, pivot, 0.5)
+    bob_centre, _ = models.hanging_pose(theta0, pivot, 1.0)
+    bodies = [
+        physics.Body("rod", "box", [0.02, 0.02, 1.0], mass=1.0, position=rod_com, quat=quat),
+        physics.Body("bob", "sphere", 0.1, mass=bob_mass, position=bob_centre, collide=False),
+    ]
+    joints = [
+        physics.Joint("weld", "fixed", "rod", "bob", anchor=bob_centre),
+        physics.Joint("pivot", "hinge", "world", "rod", anchor=pivot, axis=[0, 1, 0]),
+    ]
+    spec = physics.WorldSpec(bodies, joints, coordinates=coordinates)
+    return physics.build_world(spec, dtype=torch.float64)
+
+
+def test_welded_pendulum_matches_ode_solution():
+    """A fixed joint has no coordinate: rod and bob swing as one rigid body, whose pivot inertia
+    and centre of mass the ODE reference takes."""
+    world = _welded_pendulum(1.0, "reduced")
+    trajectory = physics.rollout(world, physics.initial_state(world), 300)
+    rod, bob = 1.0, 0.5
+    mass = rod + bob
+    com_distance = (rod * 0.5 + bob * 1.0) / mass
+    pivot_inertia = models.rod_inertia_com() + rod * 0.25 + 0.4 * bob * 0.1**2 + bob * 1.0
+    t = np.arange(301) * 0.01
+    reference, _ = physical_pendulum(1.0, 0.0, t, mass=mass, com_distance=com_distance,
+                                     inertia_com=pivot_inertia - mass * com_distance**2)  # fmt: skip
+    angle = models.pendulum_angle(trajectory)[:, 0].numpy()
+    assert np.abs(angle - reference).max() < 0.01
+    # The weld holds to round-off: the bob's centre stays 1 m from the pivot along the rod.
+    position, rotation = trajectory.position[:, 0], trajectory.rotation[:, 0]  # world 0
+    tip = position[:, 0] + rotation[:, 0] @ torch.tensor([0.0, 0.0, -0.5], dtype=torch.float64)
+    assert (tip - position[:, 1]).abs().max() < 1e-12
+    relative = rotation[:, 0].transpose(-1, -2) @ rotation[:, 1]
+    assert (relative - relative[0]).abs().max() < 1e-12
+
+
+def test_fixed_joints_match_the_maximal_engine_with_motor_and_damping():
+    """Fixed joints listed first shift the coordinates off the joint indices: the motor and
+    the damping must still reach the right ones."""
+    runs = {}
+    for coordinates in ("maximal", "reduced"):
+        spec = _spec(hinge__damping=0.05, rail__damping=0.2)
+        tip = [0.0, 0.0, 0.0]
+        spec.bodies.append(physics.Body("bob", "sphere", 0.05, mass=0.2, position=tip,
+                                        collide=False))  # fmt: skip
+        spec.joints.insert(0, physics.Joint("weld", "fixed", "pole", "bob", anchor=tip))
+        spec.coordinates = coordinates
+        world = physics.build_world(spec, dtype=torch.float64)
+        actions = 3.0 * torch.sin(torch.arange(100, dtype=torch.float64) * 0.1)[:, None, None]
+        # Pole and bob turning at 2 rad/s about the pivot (a state on the joints).
+        state = physics.initial_state(world)
+        spin = torch.tensor(
+            [[[0.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 2.0, 0.0]]], dtype=torch.float64
+        )
+        pivot = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
+        velocity = torch.linalg.cross(spin, state.position - pivot)
+        state = state.replace(linear_velocity=velocity, angular_velocity=spin)
+        runs[coordinates] = physics.rollout(world, state, 100, actions=actions)
+    difference = runs["maximal"].position - runs["reduced"].position
+    assert difference.abs().max() < 1e-3
+    assert (runs["reduced"].position[-1, 0] - runs["reduced"].position[0, 0]).abs().max() > 0.05
+
+
+def test_only_fixed_joints_is_a_model_error():
+    spec = _spec(rail__type="fixed", hinge__type="fixed")
+    with pytest.raises(physics.ReducedCoordinatesError, match=r"fixed joints alone move nothing"):
+        physics.build_world(spec)
+
+
 def _spec(**changes):
     """A cart-pole spec with a change: a dict of body/joint field overrides."""
     pivot = [0.0, 0.0, 1.0]
@@ -176,7 +251,7 @@ def _spec(**changes):
 @pytest.mark.parametrize(
     "changes,message",
     [
-        ({"hinge__type": "ball"}, r"joint 'hinge': .*hinge and slider joints, not 'ball'"),
+        ({"hinge__type": "ball"}, r"joint 'hinge': .*hinge, slider and fixed joints, not 'ball'"),
         ({"rail__limits": [-1.0, 1.0]}, r"joint 'rail': .*does not support joint limits"),
         ({"rail__motor": physics.Motor("servo")}, r"actuator 'rail': .*force motors, not 'servo'"),
         ({"floor__": physics.Body("floor", "plane", [5, 5], static=True)},

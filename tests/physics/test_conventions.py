@@ -296,18 +296,30 @@ def test_redundant_joints_float32_stay_finite():
 
 @pytest.mark.parametrize("coordinates", ["maximal", "reduced"])
 def test_compiled_step_matches_eager_step(coordinates):
-    # torch.compile takes another path for the joint solve (Gauss-Jordan instead of LAPACK).
-    world = models.cart_pole(theta0=0.7, batch_size=3, dtype=torch.float32, coordinates=coordinates)
-    actions = torch.tensor([[1.0], [-2.0], [0.5]])
-    eager = compiled = physics.initial_state(world)
-    with torch.no_grad():
+    """Values and gradients. torch.compile takes another path for the joint solve (Gauss-Jordan
+    instead of LAPACK), and for reduced worlds a backward that recomputes the forward; the
+    reduced model has a welded tip (a fixed joint) as well."""
+    tip_mass = 0.05 if coordinates == "reduced" else None
+    world = models.cart_pole(theta0=0.7, batch_size=3, dtype=torch.float32,
+                             coordinates=coordinates, tip_mass=tip_mass)  # fmt: skip
+    runs = {}
+    for name, step in (("eager", physics.step), ("compiled", physics.compiled_step(torch.float32))):
+        actions = torch.tensor([[1.0], [-2.0], [0.5]], requires_grad=True)
+        state = physics.initial_state(world)
+        start_velocity = state.linear_velocity.clone().requires_grad_(True)
+        state = state.replace(linear_velocity=start_velocity)
         for _ in range(5):
-            eager = physics.step(world, eager, actions)
-            compiled = physics.compiled_step(torch.float32)(world, compiled, actions)
+            state = step(world, state, actions)
+        loss = state.position[..., 0].square().sum() + state.angular_velocity[..., 1].sum()
+        runs[name] = (state, *torch.autograd.grad(loss, (actions, start_velocity)))
+    (eager, *eager_grads), (compiled, *compiled_grads) = runs["eager"], runs["compiled"]
     torch.testing.assert_close(compiled.position, eager.position, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(
         compiled.linear_velocity, eager.linear_velocity, atol=1e-4, rtol=1e-4
     )
+    for compiled_grad, eager_grad in zip(compiled_grads, eager_grads, strict=True):
+        assert eager_grad.abs().max() > 0
+        torch.testing.assert_close(compiled_grad, eager_grad, atol=1e-4, rtol=1e-3)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
