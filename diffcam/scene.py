@@ -316,8 +316,8 @@ WORLD_FIELDS: dict[str, _Field] = {
     "gravity": _VEC3,
     "timestep": _Num((), lo=0.0, lo_open=True, hi=1.0, batchable=False, grad=False),
     "solver_iterations": _Int(1, 10000),
-    # "reduced": joint coordinates (physics.articulated), for trees of hinges and sliders with
-    # force motors, no limits and nothing that collides; faster and exact at the joints.
+    # "reduced": joint coordinates (physics.articulated), for trees of hinge, slider and fixed
+    # joints with force motors (limits allowed) and nothing that collides; faster, exact joints.
     "coordinates": _Choice(("maximal", "reduced")),
 }
 

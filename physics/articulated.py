@@ -9,8 +9,10 @@ its parent), and the motion follows Lagrange's equations
 
 with J_b (6, n) body b's Jacobian. The step integrates (q, q') by velocity Verlet (half kick,
 drift, half kick; second order, like the maximal engine's kick-drift-kick) and rebuilds the body
-poses by forward kinematics. There is no constraint to solve and nothing drifts: the joints hold
-to round-off at every step. Per world this is a few hundred flops instead of the maximal
+poses by forward kinematics. The joints are exact (nothing to solve, nothing drifts: they hold
+to round-off). Joint limits are the one constraint: impulses on the limited coordinates, in
+joint space, keep the drift from crossing a limit (the coordinate stops at it, inelastically)
+and the stored velocity from pointing through one. Per world this is a few hundred flops instead of the maximal
 engine's constraint systems, written without matrix products (sums over axes of 3, which
 Inductor unrolls), so a compiled step is one fused C++ kernel forward and one backward.
 
@@ -54,6 +56,7 @@ class Tree:
     coordinate: per joint index, its column of q, None for a fixed joint (it has none).
     coordinate_joints: per column of q (C of them), its joint.
     actuator_coordinate: per actuator (all force motors), the column of q it drives.
+    limited: the columns of q whose joints have limits.
     """
 
     order: tuple[int, ...]
@@ -61,6 +64,7 @@ class Tree:
     coordinate: tuple[int | None, ...]
     coordinate_joints: tuple[int, ...]
     actuator_coordinate: tuple[int, ...]
+    limited: tuple[int, ...]
 
 
 def articulated_tree(world: World) -> Tree:
@@ -88,12 +92,6 @@ def articulated_tree(world: World) -> Tree:
         coordinate_joints.index(j) if j in coordinate_joints else None
         for j in range(world.n_joints)
     )
-    for name, limited in zip(world.joint_names, world.joint_has_limits, strict=True):
-        if limited:
-            raise ReducedCoordinatesError(
-                f"joint {name!r}: {why} does not support joint limits; remove the limits or "
-                "use coordinates = 'maximal'"
-            )
     for name, kind in zip(world.actuator_names, world.actuator_type, strict=True):
         if kind != "force":
             raise ReducedCoordinatesError(
@@ -169,6 +167,7 @@ def articulated_tree(world: World) -> Tree:
         coordinate=coordinate,
         coordinate_joints=coordinate_joints,
         actuator_coordinate=tuple(coordinate[j] for j in world.actuator_joint),
+        limited=tuple(c for c, j in enumerate(coordinate_joints) if world.joint_has_limits[j]),
     )
 
 
@@ -465,6 +464,38 @@ def _motor_forces(world: World, tree: Tree, action: Tensor | None, like: Tensor)
     return torch.stack(columns, 1)
 
 
+# A bound's target speed is clamped to this (m/s or rad/s, beyond any motion) so that an
+# infinite bound stays out of the arithmetic (inf * 0 in a backward pass would be NaN).
+_FAR = 1e9
+
+
+def _respect_limits(world: World, tree: Tree, space: _JointSpace, q: Tensor, q_dot: Tensor):
+    """q' (B, C) after the limits' impulses: each limited coordinate's speed kept in
+    [(lower - q) / dt, (upper - q) / dt], so that a drift of dt at q' ends at the limit at most.
+
+    The impulses act in joint space (generalised impulse e_c lambda changes q' by
+    M^-1 e_c lambda): one row per bound, projected Gauss-Seidel with the accumulated impulse
+    clamped at zero (``world.solver_iterations`` sweeps; exact in one for a limit alone). An
+    impact is inelastic: the coordinate stops at its limit.
+    """
+    dt = world.timestep
+    accumulated = {}
+    for _ in range(world.solver_iterations):
+        for column in tree.limited:
+            joint = tree.coordinate_joints[column]
+            response = space.inverse[:, :, column]  # (B, C): q' change per unit impulse
+            rate = response[:, column]
+            for sign, bound in ((1.0, world.joint_lower), (-1.0, world.joint_upper)):
+                # sign * q'_c >= sign * (bound - q_c) / dt, as a one-sided row.
+                target = sign * ((bound[:, joint] - q[:, column]) / dt).clamp(-_FAR, _FAR)
+                key = (column, sign)
+                old = accumulated.get(key, torch.zeros_like(rate))
+                new = (old + (target - sign * q_dot[:, column]) / rate).clamp_min(0.0)
+                q_dot = q_dot + (sign * (new - old))[:, None] * response
+                accumulated[key] = new
+    return q_dot
+
+
 def reduced_step(world: World, state: State, action: Tensor | None = None) -> State:
     """One timestep in joint coordinates (see the module docstring); same contract as
     `physics.step`: state (B, N, ...) in, the state one timestep later out."""
@@ -481,14 +512,18 @@ def reduced_step(world: World, state: State, action: Tensor | None = None) -> St
     # order (at the half-step velocity it would be first order: 30x the error on the double
     # pendulum at 0.5 s).
     q_ddot = _acceleration(world, tree, config, moments, space, q_dot, applied)
-    predicted = q_dot + dt * q_ddot
     q_dot = q_dot + 0.5 * dt * q_ddot
+    if tree.limited:  # the drift stops at the limits
+        q_dot = _respect_limits(world, tree, space, q, q_dot)
+    predicted = q_dot + 0.5 * dt * q_ddot
     q = q + dt * q_dot
     config = _forward_kinematics(world, tree, q)
     space = _joint_space(world, tree, config, moments)
     q_dot = q_dot + 0.5 * dt * _acceleration(
         world, tree, config, moments, space, predicted, applied
     )
+    if tree.limited:  # nor does the stored velocity point through a limit
+        q_dot = _respect_limits(world, tree, space, q, q_dot)
     bodies, linear, angular = space.bodies, space.linear, space.angular
     linear_velocity = (linear * q_dot[:, None, None, :]).sum(-1)  # (B, D, 3)
     angular_velocity = (angular * q_dot[:, None, None, :]).sum(-1)

@@ -326,3 +326,13 @@ def test_random_overrides_give_only_clean_errors(overrides, batch):
             return
         img = scene.render(scene.step(scene.initial_state(), None))
         assert img.shape[0] == batch
+
+
+def test_reduced_coordinates_explain_why_not(scene_tools, tmp_path):
+    # The tiny scene's ball is a free body that bounces on the floor.
+    data = scene_tools.tiny()
+    data["world"]["coordinates"] = "reduced"
+    err = _error(scene_tools, tmp_path, data)
+    assert err.key == "world.coordinates", str(err)
+    assert "'floor' and 'ball' may collide" in err.reason, str(err)
+    assert "maximal" in err.accepted

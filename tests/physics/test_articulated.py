@@ -132,6 +132,46 @@ def test_joint_order_and_static_bodies_do_not_matter():
     assert (b.position[:, :, 0] == shuffled.initial_position[:, 0]).all()  # the post stays
 
 
+def test_cart_at_its_rail_stop_matches_the_maximal_engine():
+    """Pushed into its stop for 3 s, the pole swinging on it: the limit holds exactly (the drift
+    ends at the limit) and the motion is the maximal engine's (whose soft stop yields 16 um)."""
+    runs = {}
+    for coordinates in ("maximal", "reduced"):
+        world = models.cart_pole(theta0=0.3, limits=[-0.5, 0.3], coordinates=coordinates)
+        trajectory = physics.rollout(world, physics.initial_state(world), 300,
+                                     actions=torch.full((300, 1, 1), 8.0, dtype=torch.float64))  # fmt: skip
+        runs[coordinates], _ = physics.joint_positions(world, trajectory[:, 0])  # time as batch
+    cart = runs["reduced"][:, 0]
+    assert cart.max() <= 0.3 + 1e-12 and cart[-1] == pytest.approx(0.3, abs=1e-12)
+    assert (cart == 0.3).sum() > 250  # it got there early and stayed
+    difference = (runs["maximal"] - runs["reduced"]).abs()
+    assert difference[:, 0].max() < 1e-4 and difference[:, 1].max() < 1e-3
+    assert runs["reduced"][:, 1].abs().max() > 0.5  # the pole swings hard on the stop
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_pendulum_comes_to_rest_on_its_hinge_limit(dtype):
+    """Released level, the pendulum falls onto a hinge limit 1.2 rad on (q is zero in the initial
+    configuration) and stays there; the lower limit is never reached."""
+    runs = {}
+    for coordinates in ("maximal", "reduced"):
+        pivot = [0.0, 0.0, 2.0]
+        com, quat = models.hanging_pose(-math.pi / 2, pivot, 0.5)
+        rod = physics.Body("rod", "box", [0.02, 0.02, 1.0], mass=1.0, position=com, quat=quat)
+        hinge = physics.Joint("hinge", "hinge", "world", "rod", anchor=pivot, axis=[0, 1, 0],
+                              limits=[-0.3, 1.2])  # fmt: skip
+        world = physics.build_world(
+            physics.WorldSpec([rod], [hinge], coordinates=coordinates), dtype=dtype
+        )
+        trajectory = physics.rollout(world, physics.initial_state(world), 300)
+        runs[coordinates] = physics.joint_positions(world, trajectory[:, 0])  # time as batch
+    angle, rate = runs["reduced"]
+    slack = 1e-12 if dtype == torch.float64 else 1e-6
+    assert angle.max() <= 1.2 + slack and angle.min() >= -slack
+    assert angle[-100:].sub(1.2).abs().max() < slack and rate[-100:].abs().max() < 1e-3
+    assert (runs["maximal"][0] - angle).abs().max() < 1e-3
+
+
 def test_force_motor_is_clipped():
     world = models.cart_pole(theta0=0.0, motor_max=2.0, coordinates="reduced")
     state = physics.initial_state(world)
@@ -252,7 +292,6 @@ def _spec(**changes):
     "changes,message",
     [
         ({"hinge__type": "ball"}, r"joint 'hinge': .*hinge, slider and fixed joints, not 'ball'"),
-        ({"rail__limits": [-1.0, 1.0]}, r"joint 'rail': .*does not support joint limits"),
         ({"rail__motor": physics.Motor("servo")}, r"actuator 'rail': .*force motors, not 'servo'"),
         ({"floor__": physics.Body("floor", "plane", [5, 5], static=True)},
          r"bodies 'floor' and 'cart' may collide: .*collide = false"),

@@ -75,6 +75,23 @@ def test_gradient_through_a_bounce():
     )
 
 
+@COORDINATES
+def test_gradient_through_a_joint_limit(coordinates):
+    """The cart runs into its rail stop (at about 0.1 s) and the pole swings on: initial cart
+    velocity -> the pole's final position."""
+
+    def loss(velocity):
+        world = models.cart_pole(theta0=0.4, limits=[-0.5, 0.05], coordinates=coordinates)
+        state = physics.initial_state(world)
+        state = state.replace(
+            linear_velocity=torch.cat([velocity[None, None], state.linear_velocity[:, 1:]], 1)
+        )
+        final = physics.rollout(world, state, 40)[-1]
+        return final.position[0, 1, 0] + 0.3 * final.position[0, 1, 2]  # fmt: skip
+
+    finite_difference_check(loss, torch.tensor([0.6, 0.0, 0.0], dtype=torch.float64))
+
+
 def trajectory_loss(trajectory):
     return (trajectory.position[..., 0] ** 2).sum() + trajectory.position[..., 2].sum()
 
@@ -145,6 +162,8 @@ def test_gravity_and_friction_and_restitution_get_gradients():
         lambda: models.pendulum(theta0=math.pi, coordinates="reduced"),
         lambda: models.pendulum(theta0=0.0, coordinates="reduced"),
         lambda: models.cart_pole(theta0=math.pi, coordinates="reduced"),
+        # at its rail stop, at rest: the limit's row exactly touching
+        lambda: models.cart_pole(theta0=0.0, limits=[-0.5, 0.0], coordinates="reduced"),
     ],
 )
 def test_no_nan_gradient_at_degenerate_states(world_fn):
