@@ -44,7 +44,8 @@ def measure(
         actions = torch.randn(steps, batch, 1)
     else:
         world = cart_pole(theta0=2.0, limits=[-0.5, 0.0], solver_iterations=stop_sweeps,
-                          batch_size=batch, dtype=torch.float32)  # fmt: skip
+                          batch_size=batch, dtype=torch.float32,
+                          coordinates=coordinates)  # fmt: skip
         actions = 40.0 + torch.randn(steps, batch, 1)
     if compiled:
         # Each batch size and grad mode is its own graph (two with gradients: the first step's
@@ -175,7 +176,8 @@ def main() -> None:
         type=int,
         nargs="*",
         default=[20, 4],
-        help="solver sweeps of the cart-at-its-stop workload (B = 64, eager); none: skip it",
+        help="solver sweeps of the cart-at-its-stop workload (B = 64, maximal and eager; reduced "
+        "coordinates take one sweep, eager and compiled); none: skip it",
     )
     parser.add_argument(
         "--coordinates", nargs="+", default=["maximal", "reduced"], choices=["maximal", "reduced"]
@@ -184,6 +186,12 @@ def main() -> None:
     for sweeps in args.at_stop:
         for backward in (False, True):
             print(json.dumps(measure(64, args.steps, backward, False, sweeps)), flush=True)
+    if args.at_stop and "reduced" in args.coordinates:
+        # Reduced coordinates at the stop: one limited coordinate, exact in one sweep.
+        for compiled in [False, True] if args.compile else [False]:
+            for backward in (False, True):
+                result = measure(64, args.steps, backward, compiled, 1, "reduced")
+                print(json.dumps(result), flush=True)
     for coordinates in args.coordinates:
         for compiled in [False, True] if args.compile else [False]:
             for batch in args.batches:

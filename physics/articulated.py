@@ -12,9 +12,10 @@ drift, half kick; second order, like the maximal engine's kick-drift-kick) and r
 poses by forward kinematics. The joints are exact (nothing to solve, nothing drifts: they hold
 to round-off). Joint limits are the one constraint: impulses on the limited coordinates, in
 joint space, keep the drift from crossing a limit (the coordinate stops at it, inelastically)
-and the stored velocity from pointing through one. Per world this is a few hundred flops instead of the maximal
-engine's constraint systems, written without matrix products (sums over axes of 3, which
-Inductor unrolls), so a compiled step is one fused C++ kernel forward and one backward.
+and the stored velocity from pointing through one. Per world this is a few hundred flops
+instead of the maximal engine's constraint systems, written without matrix products (sums over
+axes of 3, which Inductor unrolls), so a compiled step is one fused C++ kernel forward and one
+backward.
 
 The State stays the maximal one (body poses and velocities). Each step reads q from it as
 `physics.joint_positions` defines it (zero in the initial configuration) and q' as the joint
@@ -475,12 +476,13 @@ def _respect_limits(world: World, tree: Tree, space: _JointSpace, q: Tensor, q_d
 
     The impulses act in joint space (generalised impulse e_c lambda changes q' by
     M^-1 e_c lambda): one row per bound, projected Gauss-Seidel with the accumulated impulse
-    clamped at zero (``world.solver_iterations`` sweeps; exact in one for a limit alone). An
-    impact is inelastic: the coordinate stops at its limit.
+    clamped at zero, ``world.solver_iterations`` sweeps (one when a single coordinate has
+    limits: its two rows cannot both push, so one sweep is exact). An impact is inelastic:
+    the coordinate stops at its limit.
     """
     dt = world.timestep
     accumulated = {}
-    for _ in range(world.solver_iterations):
+    for _ in range(1 if len(tree.limited) == 1 else world.solver_iterations):
         for column in tree.limited:
             joint = tree.coordinate_joints[column]
             response = space.inverse[:, :, column]  # (B, C): q' change per unit impulse
