@@ -317,7 +317,7 @@ WORLD_FIELDS: dict[str, _Field] = {
     "timestep": _Num((), lo=0.0, lo_open=True, hi=1.0, batchable=False, grad=False),
     "solver_iterations": _Int(1, 10000),
     # "reduced": joint coordinates (physics.articulated), for trees of hinge, slider and fixed
-    # joints with force motors (limits allowed) and nothing that collides; faster, exact joints.
+    # joints (motors and limits allowed) with nothing that collides; faster, exact joints.
     "coordinates": _Choice(("maximal", "reduced")),
 }
 

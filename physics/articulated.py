@@ -10,9 +10,10 @@ its parent), and the motion follows Lagrange's equations
 with J_b (6, n) body b's Jacobian. The step integrates (q, q') by velocity Verlet (half kick,
 drift, half kick; second order, like the maximal engine's kick-drift-kick) and rebuilds the body
 poses by forward kinematics. The joints are exact (nothing to solve, nothing drifts: they hold
-to round-off). Joint limits are the one constraint: impulses on the limited coordinates, in
-joint space, keep the drift from crossing a limit (the coordinate stops at it, inelastically)
-and the stored velocity from pointing through one. Per world this is a few hundred flops
+to round-off). Joint limits and the paper's servos are the constraints: impulses on single
+coordinates, in joint space, keep the drift from crossing a limit (the coordinate stops at it,
+inelastically) and the stored velocity from pointing through one, and drive a servo's
+coordinate at its wanted speed with a bounded impulse. Per world this is a few hundred flops
 instead of the maximal engine's constraint systems, written without matrix products (sums over
 axes of 3, which Inductor unrolls), so a compiled step is one fused C++ kernel forward and one
 backward.
@@ -56,7 +57,9 @@ class Tree:
     moved: per joint index, the bodies it moves (its child and the child's descendants).
     coordinate: per joint index, its column of q, None for a fixed joint (it has none).
     coordinate_joints: per column of q (C of them), its joint.
-    actuator_coordinate: per actuator (all force motors), the column of q it drives.
+    force_coordinates: per force motor (in ``world.structure.force_actuators`` order), the
+        column of q it drives.
+    servos: per servo, its action column and the column of q it drives.
     limited: the columns of q whose joints have limits.
     """
 
@@ -64,7 +67,8 @@ class Tree:
     moved: tuple[tuple[int, ...], ...]
     coordinate: tuple[int | None, ...]
     coordinate_joints: tuple[int, ...]
-    actuator_coordinate: tuple[int, ...]
+    force_coordinates: tuple[int, ...]
+    servos: tuple[tuple[int, int], ...]
     limited: tuple[int, ...]
 
 
@@ -93,12 +97,6 @@ def articulated_tree(world: World) -> Tree:
         coordinate_joints.index(j) if j in coordinate_joints else None
         for j in range(world.n_joints)
     )
-    for name, kind in zip(world.actuator_names, world.actuator_type, strict=True):
-        if kind != "force":
-            raise ReducedCoordinatesError(
-                f"actuator {name!r}: {why} supports force motors, not {kind!r}; "
-                "use coordinates = 'maximal'"
-            )
     if world.plane_contact_body or world.segment_contact_a:
         pairs = [
             (world.body_names[a], world.body_names[b])
@@ -167,7 +165,18 @@ def articulated_tree(world: World) -> Tree:
         moved=tuple(moved),
         coordinate=coordinate,
         coordinate_joints=coordinate_joints,
-        actuator_coordinate=tuple(coordinate[j] for j in world.actuator_joint),
+        force_coordinates=tuple(
+            coordinate[j]
+            for j, kind in zip(world.actuator_joint, world.actuator_type, strict=True)
+            if kind == "force"
+        ),
+        servos=tuple(
+            (actuator, coordinate[j])
+            for actuator, (j, kind) in enumerate(
+                zip(world.actuator_joint, world.actuator_type, strict=True)
+            )
+            if kind == "servo"
+        ),
         limited=tuple(c for c, j in enumerate(coordinate_joints) if world.joint_has_limits[j]),
     )
 
@@ -454,14 +463,13 @@ def _coordinate_damping(world: World, tree: Tree) -> Tensor:
     return torch.stack([world.joint_damping[:, j] for j in tree.coordinate_joints], 1)
 
 
-def _motor_forces(world: World, tree: Tree, action: Tensor | None, like: Tensor) -> Tensor:
-    """Clipped force-motor actions as generalised forces (B, C) (every actuator is a force
-    motor here, on a hinge or slider: `articulated_tree` and `build_world` check it)."""
+def _motor_forces(world: World, tree: Tree, action: Tensor, like: Tensor) -> Tensor:
+    """Clipped force-motor actions (B, A) as generalised forces (B, C); ``like``: (B, C)."""
     columns = [torch.zeros_like(like[:, 0])] * len(tree.coordinate_joints)
-    if world.actuator_names:
-        forces = clipped_motor_forces(world, checked_action(world, action, like))
-        for actuator, column in enumerate(tree.actuator_coordinate):
-            columns[column] = columns[column] + forces[:, actuator]
+    if tree.force_coordinates:
+        forces = clipped_motor_forces(world, action)
+        for force, column in enumerate(tree.force_coordinates):
+            columns[column] = columns[column] + forces[:, force]
     return torch.stack(columns, 1)
 
 
@@ -470,32 +478,71 @@ def _motor_forces(world: World, tree: Tree, action: Tensor | None, like: Tensor)
 _FAR = 1e9
 
 
-def _respect_limits(world: World, tree: Tree, space: _JointSpace, q: Tensor, q_dot: Tensor):
-    """q' (B, C) after the limits' impulses: each limited coordinate's speed kept in
-    [(lower - q) / dt, (upper - q) / dt], so that a drift of dt at q' ends at the limit at most.
+@dataclasses.dataclass
+class _Row:
+    """A bounded row on one coordinate: sign q'_column driven to ``target`` (B,) by a
+    generalised impulse whose accumulated value stays in [lower, upper] (B,) (N s or N m s)."""
 
-    The impulses act in joint space (generalised impulse e_c lambda changes q' by
-    M^-1 e_c lambda): one row per bound, projected Gauss-Seidel with the accumulated impulse
-    clamped at zero, ``world.solver_iterations`` sweeps (one when a single coordinate has
-    limits: its two rows cannot both push, so one sweep is exact). An impact is inelastic:
-    the coordinate stops at its limit.
+    key: tuple
+    column: int
+    sign: float
+    target: Tensor
+    lower: Tensor
+    upper: Tensor
+
+
+def _limit_rows(world: World, tree: Tree, q: Tensor) -> list[_Row]:
+    """One-sided rows keeping each limited coordinate's speed in [(lower - q) / dt,
+    (upper - q) / dt] (q: (B, C)): a drift of dt then ends at the limit at most, and an impact
+    is inelastic (the coordinate stops at its limit)."""
+    rows = []
+    for column in tree.limited:
+        joint = tree.coordinate_joints[column]
+        for sign, bound in ((1.0, world.joint_lower), (-1.0, world.joint_upper)):
+            target = sign * ((bound[:, joint] - q[:, column]) / world.timestep).clamp(-_FAR, _FAR)
+            zero = torch.zeros_like(target)
+            rows.append(_Row(("limit", column, sign), column, sign, target, zero, zero + _FAR))
+    return rows
+
+
+def _servo_rows(world: World, tree: Tree, q: Tensor, action: Tensor) -> list[_Row]:
+    """The paper's servos, as in the maximal engine: the speed gain (target - q) (position
+    target) or the target itself (velocity target), within +-max_velocity, reached with at most
+    max_torque dt of impulse per step. q: (B, C); action: (B, A)."""
+    rows = []
+    for actuator, column in tree.servos:
+        target = action[:, actuator]
+        if world.actuator_target[actuator] == "position":
+            target = world.motor_gain[:, actuator] * (target - q[:, column])
+        speed = world.motor_max_velocity[:, actuator]
+        wanted = torch.minimum(torch.maximum(target, -speed), speed)
+        bound = world.motor_max_torque[:, actuator] * world.timestep
+        rows.append(_Row(("servo", actuator), column, 1.0, wanted, -bound, bound))
+    return rows
+
+
+def _solve_rows(world: World, space: _JointSpace, rows: list[_Row], q_dot: Tensor, start: dict):
+    """q' (B, C) after the rows' impulses, and the accumulated impulses (by row key).
+
+    The impulses act in joint space: a generalised impulse e_c lambda changes q' by
+    M^-1 e_c lambda. Projected Gauss-Seidel over the rows, each impulse accumulated and clamped
+    to its bounds, warm-started from ``start`` (whose effect is already in q'):
+    ``world.solver_iterations`` sweeps, one when a row is alone or the rows are one
+    coordinate's two limits (they cannot both push): one sweep is then exact.
     """
-    dt = world.timestep
-    accumulated = {}
-    for _ in range(1 if len(tree.limited) == 1 else world.solver_iterations):
-        for column in tree.limited:
-            joint = tree.coordinate_joints[column]
-            response = space.inverse[:, :, column]  # (B, C): q' change per unit impulse
-            rate = response[:, column]
-            for sign, bound in ((1.0, world.joint_lower), (-1.0, world.joint_upper)):
-                # sign * q'_c >= sign * (bound - q_c) / dt, as a one-sided row.
-                target = sign * ((bound[:, joint] - q[:, column]) / dt).clamp(-_FAR, _FAR)
-                key = (column, sign)
-                old = accumulated.get(key, torch.zeros_like(rate))
-                new = (old + (target - sign * q_dot[:, column]) / rate).clamp_min(0.0)
-                q_dot = q_dot + (sign * (new - old))[:, None] * response
-                accumulated[key] = new
-    return q_dot
+    accumulated = dict(start)
+    single = len(rows) == 1 or (
+        len({row.column for row in rows}) == 1 and all(row.key[0] == "limit" for row in rows)
+    )
+    for _ in range(1 if single else world.solver_iterations):
+        for row in rows:
+            response = space.inverse[:, :, row.column]  # (B, C): q' change per unit impulse
+            old = accumulated.get(row.key, torch.zeros_like(row.target))
+            step = (row.target - row.sign * q_dot[:, row.column]) / response[:, row.column]
+            new = torch.minimum(torch.maximum(old + step, row.lower), row.upper)
+            q_dot = q_dot + (row.sign * (new - old))[:, None] * response
+            accumulated[row.key] = new
+    return q_dot, accumulated
 
 
 def reduced_step(world: World, state: State, action: Tensor | None = None) -> State:
@@ -507,6 +554,8 @@ def reduced_step(world: World, state: State, action: Tensor | None = None) -> St
     moments = body_moments(world.mass, world.size, world.structure.shape_groups)
     space = _joint_space(world, tree, config, moments)
     q_dot = _project_velocity(world, config, moments, space, state)
+    # As in the maximal engine, a world without actuators ignores the action.
+    action = checked_action(world, action if world.actuator_names else None, q)
     applied = _motor_forces(world, tree, action, q)
     # Velocity Verlet: half kick at the start, drift, half kick at the end configuration. The
     # end kick's velocity-dependent terms (Coriolis, centripetal, damping) take the end velocity
@@ -515,8 +564,15 @@ def reduced_step(world: World, state: State, action: Tensor | None = None) -> St
     # pendulum at 0.5 s).
     q_ddot = _acceleration(world, tree, config, moments, space, q_dot, applied)
     q_dot = q_dot + 0.5 * dt * q_ddot
-    if tree.limited:  # the drift stops at the limits
-        q_dot = _respect_limits(world, tree, space, q, q_dot)
+    # Servos and limits act on the velocity of the drift (the drift stops at the limits) and
+    # again on the stored velocity (which then does not point through a limit). The servos'
+    # second solve continues their accumulated impulses (at most max_torque dt per step, as in
+    # the maximal engine's relax pass); the limits' starts afresh.
+    servos = _servo_rows(world, tree, q, action)
+    rows = servos + _limit_rows(world, tree, q)
+    impulses = {}
+    if rows:
+        q_dot, impulses = _solve_rows(world, space, rows, q_dot, {})
     predicted = q_dot + 0.5 * dt * q_ddot
     q = q + dt * q_dot
     config = _forward_kinematics(world, tree, q)
@@ -524,8 +580,10 @@ def reduced_step(world: World, state: State, action: Tensor | None = None) -> St
     q_dot = q_dot + 0.5 * dt * _acceleration(
         world, tree, config, moments, space, predicted, applied
     )
-    if tree.limited:  # nor does the stored velocity point through a limit
-        q_dot = _respect_limits(world, tree, space, q, q_dot)
+    if rows:
+        servo_impulses = {row.key: impulses[row.key] for row in servos}
+        rows = servos + _limit_rows(world, tree, q)
+        q_dot, _ = _solve_rows(world, space, rows, q_dot, servo_impulses)
     bodies, linear, angular = space.bodies, space.linear, space.angular
     linear_velocity = (linear * q_dot[:, None, None, :]).sum(-1)  # (B, D, 3)
     angular_velocity = (angular * q_dot[:, None, None, :]).sum(-1)

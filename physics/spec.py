@@ -110,8 +110,8 @@ class WorldSpec:
 
     ``coordinates``: "maximal" (every body's pose and velocity integrated, joints and contacts
     as constraints: the general engine) or "reduced" (joint coordinates; only for trees of
-    hinges and sliders with force motors, no limits and nothing that collides; exact joints and
-    several times faster: see `physics.articulated`).
+    hinge, slider and fixed joints, with any motors and limits, and nothing that collides;
+    exact joints and several times faster: see `physics.articulated`).
     """
 
     bodies: list[Body]

@@ -92,6 +92,28 @@ def test_gradient_through_a_joint_limit(coordinates):
     finite_difference_check(loss, torch.tensor([0.6, 0.0, 0.0], dtype=torch.float64))
 
 
+@COORDINATES
+def test_servo_targets_to_final_state(coordinates):
+    """A position servo (gain 10, max_torque 20 N m: at its torque bound part of the time)
+    swinging the test pendulum: target sequence -> final position and spin."""
+    pivot = [0.0, 0.0, 2.0]
+    com, quat = models.hanging_pose(0.3, pivot, 0.5)
+    rod = physics.Body("rod", "box", [0.02, 0.02, 1.0], mass=1.0, position=com, quat=quat)
+    servo = physics.Motor("servo", gain=10.0, max_torque=20.0, max_velocity=3.0)
+    hinge = physics.Joint("hinge", "hinge", "world", "rod", anchor=pivot, axis=[0, 1, 0],
+                          motor=servo)  # fmt: skip
+    world = physics.build_world(
+        physics.WorldSpec([rod], [hinge], coordinates=coordinates), dtype=torch.float64
+    )
+
+    def loss(targets):
+        final = physics.rollout(world, physics.initial_state(world), 12,
+                                actions=targets[:, None, None])[-1]  # fmt: skip
+        return final.position[0, 0, 0] + 0.2 * final.angular_velocity[0, 0, 1]
+
+    finite_difference_check(loss, torch.linspace(-0.1, 0.15, 12, dtype=torch.float64))
+
+
 def trajectory_loss(trajectory):
     return (trajectory.position[..., 0] ** 2).sum() + trajectory.position[..., 2].sum()
 
