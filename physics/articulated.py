@@ -538,8 +538,8 @@ def _solve_rows(world: World, space: _JointSpace, rows: list[_Row], q_dot: Tenso
         for row in rows:
             response = space.inverse[:, :, row.column]  # (B, C): q' change per unit impulse
             old = accumulated.get(row.key, torch.zeros_like(row.target))
-            step = (row.target - row.sign * q_dot[:, row.column]) / response[:, row.column]
-            new = torch.minimum(torch.maximum(old + step, row.lower), row.upper)
+            change = (row.target - row.sign * q_dot[:, row.column]) / response[:, row.column]
+            new = torch.minimum(torch.maximum(old + change, row.lower), row.upper)
             q_dot = q_dot + (row.sign * (new - old))[:, None] * response
             accumulated[row.key] = new
     return q_dot, accumulated
