@@ -1,4 +1,5 @@
-"""Actions: the shape check and the force motors' clipping, shared by both formulations."""
+"""Actions: the shape check, the force motors' clipping and the servos' wanted speeds, shared by
+both formulations."""
 
 from __future__ import annotations
 
@@ -36,3 +37,25 @@ def clipped_motor_forces(world: World, action: Tensor) -> Tensor:
     index = world.structure.force_actuators
     limit = world.motor_max.index_select(1, index)
     return torch.minimum(torch.maximum(action.index_select(1, index), -limit), limit)
+
+
+def servo_speeds(world: World, action: Tensor, servo_q: Tensor) -> tuple[Tensor, Tensor]:
+    """The paper's servos: each asks for the speed gain (target - q) (position target) or the
+    target itself (velocity target), within +-max_velocity, and may use at most max_torque dt
+    of impulse per step to get it.
+
+    Args:
+        action: a checked action (B, A).
+        servo_q: (B, S) the servos' joint coordinates (m or rad), in
+            ``world.structure.servo_actuators`` order.
+
+    Returns:
+        wanted: (B, S) joint speeds (m/s or rad/s); bound: (B, S) impulse bounds (N s or N m s).
+    """
+    index = world.structure.servo_actuators
+    target = action.index_select(1, index)
+    gain = world.motor_gain.index_select(1, index)
+    wanted = torch.where(world.structure.servo_position_mode, gain * (target - servo_q), target)
+    speed = world.motor_max_velocity.index_select(1, index)
+    wanted = torch.minimum(torch.maximum(wanted, -speed), speed)
+    return wanted, world.motor_max_torque.index_select(1, index) * world.timestep

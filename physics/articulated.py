@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .actuators import checked_action, clipped_motor_forces
+from .actuators import checked_action, clipped_motor_forces, servo_speeds
 from .inertia import body_moments
 from .math3d import hinge_angle, spd_inverse
 from .spec import ModelError
@@ -506,19 +506,15 @@ def _limit_rows(world: World, tree: Tree, q: Tensor) -> list[_Row]:
 
 
 def _servo_rows(world: World, tree: Tree, q: Tensor, action: Tensor) -> list[_Row]:
-    """The paper's servos, as in the maximal engine: the speed gain (target - q) (position
-    target) or the target itself (velocity target), within +-max_velocity, reached with at most
-    max_torque dt of impulse per step. q: (B, C); action: (B, A)."""
-    rows = []
-    for actuator, column in tree.servos:
-        target = action[:, actuator]
-        if world.actuator_target[actuator] == "position":
-            target = world.motor_gain[:, actuator] * (target - q[:, column])
-        speed = world.motor_max_velocity[:, actuator]
-        wanted = torch.minimum(torch.maximum(target, -speed), speed)
-        bound = world.motor_max_torque[:, actuator] * world.timestep
-        rows.append(_Row(("servo", actuator), column, 1.0, wanted, -bound, bound))
-    return rows
+    """The paper's servos (`servo_speeds`, as in the maximal engine), one row each.
+    q: (B, C); action: (B, A)."""
+    if not tree.servos:
+        return []
+    wanted, bound = servo_speeds(world, action, torch.stack([q[:, c] for _, c in tree.servos], 1))
+    return [
+        _Row(("servo", actuator), column, 1.0, wanted[:, k], -bound[:, k], bound[:, k])
+        for k, (actuator, column) in enumerate(tree.servos)
+    ]
 
 
 def _solve_rows(world: World, space: _JointSpace, rows: list[_Row], q_dot: Tensor, start: dict):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import torch
@@ -50,9 +51,12 @@ def _inductor_recomputing_backward(graph, example_inputs):
     import torch._functorch.config
     from torch._inductor.compile_fx import compile_fx
 
-    if not hasattr(torch._functorch.config, "activation_memory_budget"):  # an older torch
-        return compile_fx(graph, example_inputs, config_patches=_SCALAR_LOOPS)
-    with torch._functorch.config.patch(activation_memory_budget=0.0):
+    recompute = (
+        torch._functorch.config.patch(activation_memory_budget=0.0)
+        if hasattr(torch._functorch.config, "activation_memory_budget")
+        else contextlib.nullcontext()  # an older torch: its default partitioner
+    )
+    with recompute:
         return compile_fx(graph, example_inputs, config_patches=_SCALAR_LOOPS)
 
 

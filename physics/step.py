@@ -33,7 +33,7 @@ import itertools
 import torch
 
 from . import joints as joint_geometry
-from .actuators import checked_action, clipped_motor_forces
+from .actuators import checked_action, clipped_motor_forces, servo_speeds
 from .articulated import reduced_step
 from .contacts import find_contacts
 from .inertia import body_moments
@@ -164,15 +164,8 @@ def _joint_drive(world: World, frames, action: Tensor | None, mob: Mobility, vel
                 1, structure.force_joints, clipped_motor_forces(world, action)
             )
         if structure.servo_actuators.numel():
-            index, joint = structure.servo_actuators, structure.servo_joints
-            target = action.index_select(1, index)
-            speed = world.motor_max_velocity.index_select(1, index)
-            gain = world.motor_gain.index_select(1, index)
-            wanted = torch.where(
-                structure.servo_position_mode, gain * (target - q.index_select(1, joint)), target
-            )
-            wanted = torch.minimum(torch.maximum(wanted, -speed), speed)
-            bound = world.motor_max_torque.index_select(1, index) * dt
+            joint = structure.servo_joints
+            wanted, bound = servo_speeds(world, action, q.index_select(1, joint))
             groups.append(
                 BoundedRows(
                     _select_rows(rows, joint),
