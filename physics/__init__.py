@@ -8,6 +8,7 @@ trajectory = physics.rollout(world, state, steps, policy=..., checkpoint_every=k
 
 from .articulated import ReducedCoordinatesError
 from .contacts import find_contacts
+from .interpolate import states_at
 from .joints import JointFrames, axis_rows, joint_frames, joint_positions
 from .math3d import quat_to_matrix
 from .rollout import (
@@ -46,5 +47,6 @@ __all__ = [
     "joint_positions",
     "quat_to_matrix",
     "rollout",
+    "states_at",
     "step",
 ]

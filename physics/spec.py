@@ -91,6 +91,11 @@ class Joint:
         limits: optional [lower, upper] on q (m or rad).
         damping: viscous damping on q (N s/m or N m s/rad).
         motor: optional `Motor`.
+        position: optional initial q (m or rad; hinges and sliders): the world starts with
+            the child's subtree moved this far from the configuration the bodies are drawn
+            in (which stays the joint's zero). See `physics.posing`.
+        velocity: optional initial q' (m/s or rad/s; hinges and sliders), added to the
+            subtree's body velocities.
     """
 
     name: str
@@ -102,6 +107,8 @@ class Joint:
     limits: Number | None = None
     damping: Number = 0.0
     motor: Motor | None = None
+    position: Number | None = None
+    velocity: Number | None = None
 
 
 @dataclass

@@ -11,6 +11,7 @@ import torch
 from .articulated import Tree, articulated_tree
 from .inertia import shape_volume
 from .math3d import quat_to_matrix, safe_norm, tangent_basis
+from .posing import JointMotion, pose_joints
 from .spec import COORDINATES, JOINT_TYPES, MOTOR_TYPES, SHAPES, Body, Joint, ModelError, WorldSpec
 from .state import State
 
@@ -434,6 +435,7 @@ def build_world(
         "ref_child", "rest_rotation", "damping", "lower", "upper",
     )}  # fmt: skip
     actuators: list[tuple[str, int, object]] = []
+    motions: list[JointMotion] = []
     joint_names = [j.name for j in spec.joints]
     for index, joint in enumerate(spec.joints):
         where = f"joint {joint.name!r}"
@@ -499,6 +501,26 @@ def build_world(
         else:
             joint_fields["lower"].append(torch.full((batch,), -math.inf, **kw))
             joint_fields["upper"].append(torch.full((batch,), math.inf, **kw))
+        start = {}
+        for key in ("position", "velocity"):
+            value = getattr(joint, key)
+            if value is None:
+                continue
+            if joint.type not in ("hinge", "slider"):
+                raise ModelError(
+                    f"{where}: an initial {key} needs a hinge or slider joint, not {joint.type!r}"
+                )
+            start[key] = _as_tensor(value, (), batch, f"{where}: {key}", dtype, device)
+            if not torch.isfinite(start[key].detach()).all():
+                raise ModelError(f"{where}: {key} must be finite, got {value!r}")
+        if start:
+            motions.append(
+                JointMotion(
+                    joint.name, joint.type, parent, child,
+                    joint_fields["anchor_parent"][-1], axis_parent,
+                    start.get("position"), start.get("velocity"),
+                )
+            )  # fmt: skip
         if joint.motor is not None:
             if joint.type not in ("hinge", "slider"):
                 raise ModelError(
@@ -537,6 +559,11 @@ def build_world(
         raise ModelError(
             f"world: coordinates must be one of {', '.join(COORDINATES)}, got {spec.coordinates!r}"
         )
+    if motions:
+        position, rotation, velocity, spin = pose_joints(
+            position, rotation, velocity, spin, motions,
+            joint_fields["parent"], joint_fields["child"],
+        )  # fmt: skip
     contacts = _contact_candidates(bodies, spec.joints, dtype, device)
     world = World(
         body_names=names,
