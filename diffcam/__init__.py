@@ -1,13 +1,17 @@
 """diffcam: a differentiable pinhole ray-caster (and scene layer) in plain PyTorch."""
 
 from . import debug as debug
+from . import imaging as imaging
 from . import swingup as swingup
 from . import training as training
 from .camera import PinholeCamera as PinholeCamera
 from .errors import SceneError as SceneError
+from .fit import FitError as FitError
 from .fit import FitResult as FitResult
 from .fit import fit_scene as fit_scene
 from .fit import render_rollout as render_rollout
+from .formation import ImageModel as ImageModel
+from .formation import render_video as render_video
 from .policy import PixelPolicy as PixelPolicy
 from .policy import PixelRollout as PixelRollout
 from .policy import PolicyRollout as PolicyRollout
@@ -24,4 +28,7 @@ from .render import render_buffers as render_buffers
 from .scene import Scene as Scene
 from .scene import load_scene as load_scene
 from .textures import sample_texture as sample_texture
+from .video import Video as Video
+from .video import VideoError as VideoError
+from .video import read_video as read_video
 from .video import write_video as write_video

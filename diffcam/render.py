@@ -96,11 +96,16 @@ class Lighting:
 class RenderBuffers(NamedTuple):
     """image (B, 3, H, W) in [0, 1]; depth (B, 1, H, W) camera-z depth in metres (0 on the
     background, the layer's depth where a ``background_depth`` layer shows); object_id
-    (B, H, W) long, the primitive index, -1 on the background (and where a layer shows)."""
+    (B, H, W) long, the primitive index, -1 on the background (and where a layer shows);
+    coverage (B, 1, H, W) in [0, 1], how much of each pixel the primitives cover (the soft
+    silhouettes' accumulated opacity, differentiable; with hard edges 1 where a primitive
+    wins, averaged over the samples when supersampling). Rendered over a black background,
+    ``image`` is the primitives' colour premultiplied by ``coverage``."""
 
     image: torch.Tensor
     depth: torch.Tensor
     object_id: torch.Tensor
+    coverage: torch.Tensor
 
 
 def render(
@@ -195,7 +200,7 @@ def render_buffers(
         raise ValueError(f"render: backend must be 'eager', 'dense' or 'compile', got {backend!r}")
     s = int(supersample)
     cam = camera.scaled(s) if s > 1 else camera
-    img, depth, oid = _render(
+    img, depth, oid, coverage = _render(
         cam,
         primitives,
         rotation,
@@ -211,11 +216,14 @@ def render_buffers(
     if background_depth is not None:  # the layer's depth where the layer shows
         layer_depth = background_depth.to(dtype=depth.dtype, device=depth.device)
         depth = torch.where(oid.unsqueeze(1) >= 0, depth, layer_depth)
+    if coverage is None:  # hard edges: the winner covers its sample
+        coverage = (oid >= 0).unsqueeze(1).to(img.dtype)
     if s > 1:
         img = F.avg_pool2d(img, s)
+        coverage = F.avg_pool2d(coverage, s)
         depth = depth[:, :, s // 2 :: s, s // 2 :: s]
         oid = oid[:, s // 2 :: s, s // 2 :: s]
-    return RenderBuffers(img, depth, oid)
+    return RenderBuffers(img, depth, oid, coverage)
 
 
 # ---------------------------------------------------------------------------- internals
@@ -357,7 +365,7 @@ def _render(
                 geometry_only=True,
                 w0=w0,
             )
-        img = _soft(
+        img, coverage = _soft(
             A,
             o,
             h,
@@ -383,7 +391,7 @@ def _render(
         _, depth, _ = _hard(
             A, o, h, fx, fy, cx, cy, codes, uv_scale, None, B, K, H, W, max_chunk, oid=oid
         )
-        return img, depth.view(B, 1, H, W), oid
+        return img, depth.view(B, 1, H, W), oid, coverage.view(B, 1, H, W)
 
     if use_dense:
         tabs = _tables(A, o, h, fx, fy, cx, cy, codes, uv_scale, light, B, K, H, W)
@@ -413,7 +421,7 @@ def _render(
                 torch.is_grad_enabled()
                 and any(t.requires_grad for t in (plan_tab, atlas.texels, bg)),
             )
-            return img, depth, oid
+            return img, depth, oid, None
         img, depth, oid = _dense_fn(backend == "compile")(
             *tabs,
             atlas.texels,
@@ -430,14 +438,14 @@ def _render(
             light[1] if lit else 0.0,
             w0,
         )
-        return img, depth, oid
+        return img, depth, oid, None
     oid, depth, samples = _hard(
         A, o, h, fx, fy, cx, cy, codes, uv_scale, light, B, K, H, W, max_chunk, w0=w0
     )
     pix, slot, u, v, shade = samples
     if pix.numel() == 0:  # a copy: never a view of a pre-rendered layer the caller keeps
         img = bg.permute(0, 2, 1).expand(B, 3, P).clone(memory_format=torch.contiguous_format)
-        return img.view(B, 3, H, W), depth.view(B, 1, H, W), oid
+        return img.view(B, 3, H, W), depth.view(B, 1, H, W), oid, None
     meta0 = (atlas.offset[slot, 0], atlas.width[slot, 0], atlas.height[slot, 0], atlas.repeat[slot])
     meta1 = blend = None
     if mipmap and atlas.offset.shape[1] > 1:
@@ -460,7 +468,7 @@ def _render(
             atlas.repeat[slot],
         )
     img = composite(atlas.quad, u, v, shade, blend, bg, pix, meta0, meta1, (B, H, W))
-    return img, depth.view(B, 1, H, W), oid
+    return img, depth.view(B, 1, H, W), oid, None
 
 
 def _planar_forms(A, o, h, fx, fy, cx, cy, uv_scale, codes):
@@ -875,7 +883,8 @@ _SOFT_TAIL = {torch.float16: 10.0, torch.bfloat16: 10.0, torch.float32: 17.0, to
 def _soft(
     A, o, h, dxp, dyp, fx, fy, groups, atlas, uv_scale, light, bg, sigma, B, K, H, W, max_chunk, w0
 ):
-    """Soft silhouettes, composited front to back over ``bg``; returns (B*H*W, 3).
+    """Soft silhouettes, composited front to back over ``bg``; returns the colours (B*H*W, 3)
+    and the primitives' accumulated opacity (B*H*W,).
 
     Shapes: A (B, K, 3, 3); o, h (B, K, 3); dxp (B, W), dyp (B, H) camera ray slopes; fx, fy
     (B,) pixels; uv_scale (K, 2); bg (B|1, H*W, 3); ``w0`` (B|1, H, W): inverse depth (1/m) of
@@ -954,7 +963,7 @@ def _soft(
             colors.append(col.reshape(-1, 3))
     atlas.texels = texels
     if not pids:  # a copy: never a view of a pre-rendered layer the caller keeps
-        return bg_flat.clone(memory_format=torch.contiguous_format)
+        return bg_flat.clone(memory_format=torch.contiguous_format), bg_flat.new_zeros(B * P)
     # the union of the windows as a list of N flat pixels, and each sample's row in it
     pid = torch.cat(pids)
     mark = torch.zeros(B * P, dtype=torch.bool, device=device)
@@ -974,7 +983,8 @@ def _soft(
     trans = torch.cumprod(1.0 - alpha, dim=1)
     before = torch.cat([torch.ones_like(trans[:, :1]), trans[:, :-1]], 1)
     out = ((alpha * before).unsqueeze(-1) * color).sum(1) + trans[:, -1:] * bg_flat[q]
-    return bg_flat.index_copy(0, q, out)
+    coverage = bg_flat.new_zeros(B * P).index_copy(0, q, 1.0 - trans[:, -1])
+    return bg_flat.index_copy(0, q, out), coverage
 
 
 _FAR = 1e30  # depth of a primitive not evaluated at a pixel (sorts last; coverage 0 there)

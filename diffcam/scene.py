@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from .errors import SceneError, did_you_mean
 
@@ -217,7 +218,7 @@ class _Resolution(_Field):
 
     def parse(self, value, key, ctx):
         ok = (
-            isinstance(value, list)
+            isinstance(value, (list, tuple))
             and len(value) == 2
             and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
             and all(1 <= v <= 8192 for v in value)
@@ -377,6 +378,9 @@ JOINT_FIELDS: dict[str, _Field] = {
     "limits": _Num((2,)),
     "damping": _NONNEG,
     "motor": None,  # a table, checked with MOTOR_FIELDS
+    # the start in joint space (hinges and sliders): q (rad or m) and q' from the drawn pose
+    "position": _Num((), max_abs=1e6),
+    "velocity": _Num((), max_abs=1e6),
 }
 
 MOTOR_FIELDS: dict[str, _Field] = {
@@ -591,7 +595,7 @@ def _validate(data: dict, ctx: _Ctx, base_dir: Path) -> SceneConfig:
             if j["limits"][0] > j["limits"][1]:
                 raise ctx.error(f"{key}.limits", "lower limit above upper", "[lower, upper]")
         if j["type"] in ("ball", "fixed"):
-            for k in ("limits", "damping", "motor"):
+            for k in ("limits", "damping", "motor", "position", "velocity"):
                 if k in rj:
                     raise ctx.error(
                         f"{key}.{k}", f"not allowed on a {j['type']} joint", "hinge or slider"
@@ -646,6 +650,7 @@ def override_paths(data: dict) -> list[str]:
     """Every key path of a (raw) scene that an override may name."""
     paths = [f"world.{k}" for k in WORLD_FIELDS if WORLD_FIELDS[k].numeric]
     paths += [f"camera.{k}" for k in CAMERA_FIELDS if CAMERA_FIELDS[k].numeric]
+    paths.append("camera.resolution")  # e.g. to render at a video's size
     paths += [f"light.{k}" for k in LIGHT_FIELDS]
     tex = data.get("textures") if isinstance(data, dict) else None
     if isinstance(tex, dict):
@@ -775,6 +780,7 @@ class _StaticLayer:
     image: torch.Tensor
     depth: torch.Tensor
     object_id: torch.Tensor
+    coverage: torch.Tensor  # (B'|1, 1, H, W) the static bodies' coverage at the output pixels
 
 
 class Scene:
@@ -918,6 +924,8 @@ class Scene:
         self._static = [i for i, st in enumerate(self.world.is_static) if st]
         self._dynamic = [i for i, st in enumerate(self.world.is_static) if not st]
         self._layer_cache: _StaticLayer | None = None
+        # (raw file data, base folder, overrides): set by `load_scene`, for `with_overrides`
+        self._source: tuple | None = None
 
     # ----------------------------------------------------------------- simulation
     @property
@@ -975,7 +983,7 @@ class Scene:
         """Draw every body at the state's pose: (B, 3, H, W) in [0, 1], differentiable.
 
         Keyword arguments go to `diffcam.render` (e.g. ``mipmap``, ``backend``; ``lighting``
-        replaces the file's ``[light]``).
+        replaces the file's ``[light]``, ``background`` the camera's background).
 
         Static bodies are drawn once into a cached layer (image and depth) that only the
         moving bodies are rendered over, when that is safe: the camera, the light, the
@@ -1025,17 +1033,19 @@ class Scene:
         from .render import render_buffers
 
         kwargs.setdefault("lighting", self.lighting)
+        kwargs.setdefault("background", self.background)
         rot, pos = self._poses(state)
         layer = self._static_layer(rot, pos, kwargs) if static_cache else None
         if layer is None:
-            return render_buffers(
-                self.camera, self.primitives, rot, pos, background=self.background, **kwargs
-            )
+            return render_buffers(self.camera, self.primitives, rot, pos, **kwargs)
+        kwargs.pop("background")
         dyn = self._dynamic
         out = render_buffers(
             self.camera, [self.primitives[i] for i in dyn], rot[:, dyn], pos[:, dyn],
             background=layer.image, background_depth=layer.depth, **kwargs,
         )  # fmt: skip
+        # what the static bodies cover shows behind what the moving ones leave uncovered
+        out = out._replace(coverage=out.coverage + (1.0 - out.coverage) * layer.coverage)
         if not want_ids:
             return out
         moving = out.object_id
@@ -1050,7 +1060,7 @@ class Scene:
         static = self._static
         if not static or not self._dynamic:
             return None
-        sources = self._layer_sources(kwargs["lighting"])
+        sources = self._layer_sources(kwargs["lighting"], kwargs["background"])
         if any(isinstance(x, torch.Tensor) and x.requires_grad for x in sources):
             return None
         s = int(kwargs.get("supersample", 1))
@@ -1073,22 +1083,25 @@ class Scene:
         with torch.no_grad():
             out = render_buffers(
                 self.camera.scaled(s) if s > 1 else self.camera,
-                [self.primitives[i] for i in static], srot, spos, background=self.background,
+                [self.primitives[i] for i in static], srot, spos,
                 **{**kwargs, "supersample": 1, "edge_softness": softness * s},
             )  # fmt: skip
         # body ids at the samples `render_buffers` reports ids of: (s // 2, s // 2) per pixel
         oid = out.object_id[:, s // 2 :: s, s // 2 :: s]
         oid = torch.tensor(static, device=oid.device)[oid.clamp(min=0)].masked_fill_(oid < 0, -1)
         # `sources` is kept so that the ids in `key` cannot be reused by new tensors
-        self._layer_cache = _StaticLayer(key, sources, srot, spos, out.image, out.depth, oid)
+        coverage = F.avg_pool2d(out.coverage, s) if s > 1 else out.coverage
+        self._layer_cache = _StaticLayer(
+            key, sources, srot, spos, out.image, out.depth, oid, coverage
+        )
         return self._layer_cache
 
-    def _layer_sources(self, lighting) -> list:
+    def _layer_sources(self, lighting, background) -> list:
         """Everything besides the static poses that the static layer's pixels depend on:
         tensors (compared by identity and version) and plain values."""
         cam = self.camera
         items = [cam.fx, cam.fy, cam.cx, cam.cy, cam.rotation, cam.translation]
-        items += [cam.width, cam.height, cam.batch_size, self.background]
+        items += [cam.width, cam.height, cam.batch_size, background]
         if lighting is not None:
             items += [lighting.ambient, lighting.direction, lighting.intensity]
         for i in self._static:
@@ -1098,6 +1111,98 @@ class Scene:
             body = self.config.bodies[i]
             items += [body.get("position"), body.get("quat")]  # only for requires_grad
         return [tuple(x) if isinstance(x, list) else x for x in items]
+
+    def render_states(self, states, frames_per_call: int = 16, window=None, **kwargs):
+        """Render a stack of states, e.g. the frames of a video: `RenderBuffers` whose tensors
+        have two leading axes (M, B, ...).
+
+        Args:
+            states: a `physics.State` of (M, B, N, ...) tensors (M frames of the B worlds).
+            frames_per_call: frames drawn per renderer call (memory and speed only).
+            window: optional (origins (M, B, 2) long, (h, w)): draw only the h x w pixels from
+                row, column ``origins`` of each image (any origin, even outside the image).
+            kwargs: as in `render` (``edge_softness``, ``background``, ...).
+
+        One world (B = 1) draws its frames as one batch over the static layer cache; several
+        worlds, or windows, draw their frames together with the camera and the bodies' sizes
+        repeated per frame (a world's parameters may differ from the others', e.g. a
+        forward-mode Jacobian's columns), without the static layer.
+        """
+        import physics
+
+        from .render import RenderBuffers, render_buffers
+
+        frames, batch = states.position.shape[:2]
+        kwargs.setdefault("lighting", self.lighting)
+        kwargs.setdefault("background", self.background)
+        parts = []
+        for start in range(0, frames, frames_per_call):
+            chunk = [x[start : start + frames_per_call].flatten(0, 1) for x in states.tensors()]
+            m = chunk[0].shape[0] // batch
+            if batch == 1 and window is None:
+                out = self._render(physics.State(*chunk), True, False, **kwargs)
+            else:
+                crop = None
+                if window is not None:
+                    origins, size = window
+                    crop = (origins[start : start + frames_per_call].flatten(0, 1), size)
+                camera, primitives = self._tiled(m, crop)
+                out = render_buffers(camera, primitives, chunk[1], chunk[0], **kwargs)
+            parts.append(out)
+        return RenderBuffers(
+            *(
+                torch.cat(fields, 0).unflatten(0, (frames, batch))
+                for fields in zip(*parts, strict=True)
+            )
+        )
+
+    def _tiled(self, m: int, crop=None):
+        """The camera and primitives of this batch of B worlds repeated for m frames (m * B
+        images, frame-major), each primitive sized by its world's (B, ...) size; ``crop``
+        (origins (m * B, 2) rows and columns, (h, w)) makes each image a window of the view."""
+        from .camera import PinholeCamera
+        from .primitives import Primitive
+
+        cam, batch = self.camera, self.batch_size
+
+        def tile(x):
+            return x.expand(batch, *x.shape[1:]).repeat(m, *([1] * (x.dim() - 1)))
+
+        cx, cy, width, height = tile(cam.cx), tile(cam.cy), cam.width, cam.height
+        if crop is not None:
+            origins, (height, width) = crop
+            cx = cx - origins[:, 1].to(cx.dtype)
+            cy = cy - origins[:, 0].to(cy.dtype)
+        camera = PinholeCamera(
+            tile(cam.fx), tile(cam.fy), cx, cy, width, height,
+            tile(cam.rotation), tile(cam.translation),
+        )  # fmt: skip
+        used = {"sphere": 1, "box": 3, "capsule": 2, "cylinder": 2, "plane": 2}
+        primitives = []
+        for i, p in enumerate(self.primitives):
+            size = p.size
+            if isinstance(size, torch.Tensor) and size.dim() >= 1 and p.kind != "plane":
+                size = tile(self.world.size[:, i, : used[self.world.shapes[i]]])
+            primitives.append(Primitive(p.kind, size, p.texture, p.color, p.uv_scale, p.wrap))
+        return camera, primitives
+
+    def with_overrides(self, overrides: Mapping[str, Any], batch_size: int | None = None):
+        """The same scene file with (more) overrides, without reading the file again: a new
+        `Scene` (the overrides given at load time stay unless replaced)."""
+        if self._source is None:
+            raise SceneError(
+                "with_overrides needs a scene made by load_scene (it keeps the file's data)",
+                file=self.path,
+            )
+        data, base_dir, base = self._source
+        merged = {**base, **overrides}
+        batch = self.batch_size if batch_size is None else batch_size
+        config = validate_scene(
+            data, file=self.path, base_dir=base_dir, batch_size=batch, overrides=merged
+        )
+        scene = Scene(config, batch_size=batch, device=self.device, dtype=self.dtype)
+        scene._source = (data, base_dir, merged)
+        return scene
 
     def project_bodies(self, state) -> torch.Tensor:
         """(B, N, 2) continuous pixel coordinates (x, y) of every body's centre."""
@@ -1253,4 +1358,6 @@ def load_scene(
         batch_size=batch_size,
         overrides=overrides,
     )
-    return Scene(config, batch_size=batch_size, device=device, dtype=dtype)
+    scene = Scene(config, batch_size=batch_size, device=device, dtype=dtype)
+    scene._source = (data, Path(path).resolve().parent, dict(overrides or {}))
+    return scene

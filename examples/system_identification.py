@@ -177,7 +177,7 @@ def main() -> None:
     keys = {k: {"init": v, "positive": True} for k, v in start.items()}
     common = dict(
         dtype=dtype, to_overrides=to_overrides, frame_every=args.frame_every,
-        edge_softness=args.soft,
+        edge_softness=args.soft, loss="l2",  # Gaussian pixel noise, no model mismatch
     )  # fmt: skip
     if args.optimizer == "adam":
         result = diffcam.fit_scene(

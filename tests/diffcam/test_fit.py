@@ -268,5 +268,5 @@ def test_lm_jacobian_matches_reverse_mode(scene_and_frames):
 
 def test_unknown_optimizer_is_refused(scene_and_frames):
     path, observed = scene_and_frames
-    with pytest.raises(ValueError, match="'adam', 'lbfgs' or 'lm'"):
+    with pytest.raises(ValueError, match="optimizer must be 'auto', 'lm', 'adam' or 'lbfgs'"):
         fit_scene(path, observed, {"joints.hinge.damping": {"init": 0.2}}, optimizer="sgd")

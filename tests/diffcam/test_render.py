@@ -408,3 +408,34 @@ def test_input_errors():
         diffcam.Primitive("box", None)
     with pytest.raises(ValueError, match="texture must have shape"):
         diffcam.Primitive("box", [1.0, 1, 1], texture=torch.rand(4, 4))
+
+
+@pytest.mark.parametrize("soft", [0.0, 0.8])
+@pytest.mark.parametrize("supersample", [1, 2])
+def test_coverage_is_what_the_background_shows_through(soft, supersample):
+    """image(background b) = image(black) + (1 - coverage) * b for every kind: the coverage is
+    the primitives' opacity, and over black the image is premultiplied colour."""
+    cam, prims, R, p = all_kinds_scene()
+    prims = prims[:5]  # the infinite plane would cover everything
+    R, p = R[:, :5], p[:, :5]
+    kw = {"edge_softness": soft, "supersample": supersample, "lighting": diffcam.Lighting()}
+    black = diffcam.render_buffers(cam, prims, R, p, background=_t([0.0, 0.0, 0.0]), **kw)
+    white = diffcam.render(cam, prims, R, p, background=_t([1.0, 1.0, 1.0]), **kw)
+    torch.testing.assert_close(white, black.image + (1.0 - black.coverage).expand_as(white))
+    assert float(black.coverage.min()) >= 0.0 and float(black.coverage.max()) <= 1.0 + 1e-12
+    if soft == 0.0 and supersample == 1:
+        torch.testing.assert_close(black.coverage[:, 0], (black.object_id >= 0).to(F64))
+
+
+def test_gradcheck_soft_coverage_to_pose():
+    """The soft coverage carries the silhouette's gradient to the pose (float64)."""
+    cam, prim, _ = _scene_small("sphere", 0.3)
+    rot = torch.eye(3, dtype=F64).view(1, 1, 3, 3)
+
+    def coverage(pos):
+        return diffcam.render_buffers(cam, [prim], rot, pos, edge_softness=1.0).coverage
+
+    pos = _t([[[0.05, 0.0, 1.02]]]).requires_grad_(True)
+    (grad,) = torch.autograd.grad(coverage(pos)[..., :3].sum(), pos)
+    assert float(grad.abs().sum()) > 1e-3  # the left edge moves with x
+    assert torch.autograd.gradcheck(coverage, (pos,), eps=1e-6, atol=1e-6)

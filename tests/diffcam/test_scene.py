@@ -37,9 +37,11 @@ def test_bundled_scene_loads_simulates_renders(name):
     w, h = scene.camera.width, scene.camera.height
     assert img.shape == (2, 3, h, w)
     assert torch.isfinite(img).all() and img.min() >= 0 and img.max() <= 1
-    # not a blank frame: something besides the background is drawn
+    # not a blank frame: something besides the background is drawn (the bob of a pendulum
+    # seen across a room, the model of real videos, covers a few pixels of its frame)
     out = scene.render_buffers(state)
-    assert (out.object_id >= 0).float().mean() > 0.2
+    least = 5e-4 if name == "bob_pendulum.toml" else 0.2
+    assert (out.object_id >= 0).float().mean() > least
     assert "camera" in scene.summary()
 
 

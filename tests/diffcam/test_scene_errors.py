@@ -72,6 +72,8 @@ def test_unknown_top_level_and_section_keys(scene_tools, tmp_path):
         (("joints", 0), "axis", [0.0, 0.0, 0.0], "joints.rail.axis"),
         (("joints", 0), "limits", [1.0, -1.0], "joints.rail.limits"),
         (("joints", 0), "motor", {"type": "force", "maxx": 3.0}, "joints.rail.motor.maxx"),
+        (("joints", 0), "position", "far", "joints.rail.position"),
+        (("joints", 0), "velocity", float("inf"), "joints.rail.velocity"),
         (("camera",), "resolution", [0, 10], "camera.resolution"),
         (("camera",), "fov_y_deg", 200.0, "camera.fov_y_deg"),
         (("camera",), "look_at", [0.0, -3.0, 1.0], "camera.look_at"),
@@ -336,3 +338,31 @@ def test_reduced_coordinates_explain_why_not(scene_tools, tmp_path):
     assert err.key == "world.coordinates", str(err)
     assert "'floor' and 'ball' may collide" in err.reason, str(err)
     assert "maximal" in err.accepted
+
+
+def test_joint_start_keys_in_files_and_overrides(scene_tools, tmp_path):
+    """`position` / `velocity` of a hinge or slider start it in joint space (read back by
+    `physics.joint_positions`); on a fixed or ball joint they are an error naming the key."""
+    import physics
+
+    data = scene_tools.tiny()
+    data["joints"][0]["position"] = 0.25  # the rail (a slider)
+    path = scene_tools.write_scene(data, tmp_path)
+    scene = diffcam.load_scene(path, overrides={"joints.rail.velocity": -0.5}, dtype=torch.float64)
+    q, q_dot = physics.joint_positions(scene.world, scene.initial_state())
+    rail = scene.world.joint_names.index("rail")
+    assert abs(float(q[0, rail]) - 0.25) < 1e-9 and abs(float(q_dot[0, rail]) + 0.5) < 1e-9
+    fixed = scene_tools.tiny()
+    weld = fixed["joints"][1]
+    weld.update(type="fixed", position=0.1)
+    del weld["damping"], weld["axis"]
+    err = _error(scene_tools, tmp_path, fixed)
+    assert err.key == "joints.hinge.position" and "not allowed" in str(err), str(err)
+
+
+def test_camera_resolution_can_be_overridden(scene_tools, tmp_path):
+    path = scene_tools.write_scene(scene_tools.tiny(), tmp_path)
+    scene = diffcam.load_scene(path, overrides={"camera.resolution": (40, 30)})
+    assert (scene.camera.width, scene.camera.height) == (40, 30)
+    with pytest.raises(SceneError, match="camera.resolution"):
+        diffcam.load_scene(path, overrides={"camera.resolution": (40.5, 30)})

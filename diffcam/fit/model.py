@@ -1,0 +1,288 @@
+"""The model side of a fit: parameter values -> the frames the camera would have recorded.
+
+`VideoModel` keeps the scene (its file read once), the frame times, the known actions and the
+`ImageModel`. `build` turns the fitted values into a scene with those overrides (batch B: one
+world per value when the values carry a leading batch axis), rolls it out and keeps the
+trajectory; `frames` renders any subset of the video's frames from it. Keys are routed by
+prefix: ``image.<field>`` sets an `ImageModel` field (``image.gain``, ``image.gamma``,
+``image.distortion``, ``image.time_offset``...), ``initial_state.position_offset`` and
+``initial_state.velocity_offset`` (N, 3) shift the dynamic bodies' initial state, and every
+other key is a scene override (``joints.pivot.damping``, ``joints.pivot.position``...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from ..formation import ImageModel, body_windows, render_video
+
+__all__ = ["VideoModel", "Built", "render_rollout", "POSITION_OFFSET", "VELOCITY_OFFSET"]
+
+POSITION_OFFSET = "initial_state.position_offset"
+VELOCITY_OFFSET = "initial_state.velocity_offset"
+IMAGE_PREFIX = "image."
+
+
+@dataclasses.dataclass
+class Built:
+    """A scene with the current values, its trajectory (steps + 1, B, N, ...) and the image
+    model with the values' ``image.*`` fields."""
+
+    scene: Any
+    trajectory: Any
+    image_model: ImageModel
+
+
+class VideoModel:
+    """Frames of a scene's rollout as a camera records them, for a fit.
+
+    Args:
+        scene: a `diffcam.Scene` made by `load_scene` (batch 1; its file is not read again).
+        times: (T,) frame timestamps (s) on the video's clock.
+        actions: (steps, A) known actions per physics step (the actuators' units) or None.
+        image_model: the `ImageModel` whose fields ``image.*`` keys replace.
+        to_overrides: optional function from the fitted values to the routed keys.
+        compile_physics: step with `physics.compiled_step` (reverse-mode evaluations only).
+    """
+
+    def __init__(
+        self,
+        scene,
+        times: torch.Tensor,
+        actions: torch.Tensor | None,
+        image_model: ImageModel | None,
+        to_overrides: Callable[[dict], Mapping[str, Any]] | None = None,
+        compile_physics: bool = False,
+    ):
+        self.scene = scene
+        self.times = times
+        self.image_model = ImageModel() if image_model is None else image_model
+        self.to_overrides = to_overrides
+        self.compile_physics = compile_physics
+        dt = scene.timestep
+        self.steps = _steps_needed(times, self.image_model, dt)
+        self.actions = _actions_for(actions, self.steps, len(scene.actuator_names), dt, times)
+        dynamic = [not s for s in scene.world.is_static]
+        self.dynamic = torch.tensor(dynamic, dtype=scene.dtype, device=scene.device)[:, None]
+
+    @property
+    def frame_count(self) -> int:
+        return int(self.times.shape[0])
+
+    def _apply_to_overrides(self, values: Mapping[str, torch.Tensor], batch: int) -> dict:
+        """`to_overrides` of the values; with a batch, world by world (it is written for one
+        world's values) and stacked."""
+        if self.to_overrides is None:
+            return dict(values)
+        if batch == 1:
+            return dict(self.to_overrides(dict(values)))
+        worlds = []
+        for b in range(batch):
+            one = {k: v[b] if _batched(v, batch) else v for k, v in values.items()}
+            worlds.append(dict(self.to_overrides(one)))
+        return {k: _stack_worlds([w[k] for w in worlds]) for k in worlds[0]}
+
+    def route(self, values: Mapping[str, torch.Tensor], batch: int = 1) -> tuple[dict, dict, dict]:
+        """(scene overrides, image model fields, initial-state offsets) of the fitted values."""
+        routed = self._apply_to_overrides(values, batch)
+        overrides, image, offsets = {}, {}, {}
+        for key, value in routed.items():
+            if key.startswith(IMAGE_PREFIX):
+                field = key[len(IMAGE_PREFIX) :]
+                if field not in ImageModel.FITTABLE:
+                    raise ValueError(
+                        f"keys: {key!r} is not an image-model key; accepted: "
+                        + ", ".join(IMAGE_PREFIX + f for f in ImageModel.FITTABLE)
+                    )
+                image[field] = value
+            elif key in (POSITION_OFFSET, VELOCITY_OFFSET):
+                offsets[key] = value
+            else:
+                overrides[key] = value
+        return overrides, image, offsets
+
+    def build(
+        self, values: Mapping[str, torch.Tensor], batch: int = 1, simulate: bool = True,
+        horizon: int | None = None,
+    ) -> Built:  # fmt: skip
+        """The scene with these values and its rollout; values may carry a leading batch axis
+        of size ``batch`` (one world each). The rollout covers the frames [0, horizon) (default
+        all); ``simulate=False`` leaves the trajectory None (for a caller that has it)."""
+        import physics
+
+        overrides, image, offsets = self.route(values, batch)
+        scene = self.scene.with_overrides(overrides, batch_size=batch)
+        if not simulate:
+            return Built(scene, None, self.image_model.replace(**image))
+        state = scene.initial_state()
+        if POSITION_OFFSET in offsets:
+            state = state.replace(position=state.position + offsets[POSITION_OFFSET] * self.dynamic)
+        if VELOCITY_OFFSET in offsets:
+            moved = state.linear_velocity + offsets[VELOCITY_OFFSET] * self.dynamic
+            state = state.replace(linear_velocity=moved)
+        steps = self.steps
+        if horizon is not None and horizon < self.frame_count:
+            steps = min(
+                steps, _steps_needed(self.times[:horizon], self.image_model, scene.timestep) + 1
+            )
+        actions = self.actions
+        if actions is not None:
+            actions = actions[:steps, None, :].expand(steps, batch, actions.shape[-1])
+        trajectory = physics.rollout(
+            scene.world, state, steps, actions=actions, compile=self.compile_physics
+        )
+        return Built(scene, trajectory, self.image_model.replace(**image))
+
+    def frames(self, built: Built, index, trajectory=None, windows=None, **render_kwargs):
+        """(len(index), B, 3, H, W) camera output at frames ``index`` (a slice or indices),
+        from ``trajectory`` (default the built one, e.g. a detached copy); with `Windows` of
+        those frames, only their pixels ((len(index), B, 3, h, w))."""
+        trajectory = built.trajectory if trajectory is None else trajectory
+        return render_video(
+            built.scene, trajectory, self.times[index], built.image_model, windows=windows,
+            **render_kwargs,
+        )  # fmt: skip
+
+    def windows(self, built: Built, horizon: int, margin: float, align: int = 1):
+        """`Windows` around the moving bodies of frames [0, horizon), or None when there is no
+        plate (then every pixel may depend on the parameters)."""
+        if built.image_model.plate is None:
+            return None
+        return body_windows(
+            built.scene, built.trajectory, self.times[:horizon], built.image_model, margin, align
+        )
+
+    def visible(self, built: Built, trajectory=None) -> torch.Tensor:
+        """(T, B, N) bool: the body's centre is in front of the camera and inside the image
+        at each frame's time (mid-exposure)."""
+        import physics
+
+        from ..formation import sample_times
+
+        trajectory = built.trajectory if trajectory is None else trajectory
+        batch = built.scene.batch_size
+        with torch.no_grad():
+            when = sample_times(self.times, built.image_model, batch).mean(1)  # (T, B)
+            states = physics.states_at(trajectory, when, built.scene.timestep)
+            camera = built.scene.camera
+            points = states.position.detach().transpose(0, 1)  # (B, T, N, 3)
+            pixels, depth = camera.project_with_depth(points.reshape(points.shape[0], -1, 3))
+            x, y = pixels[..., 0], pixels[..., 1]
+            inside = (depth > 0) & (x >= 0) & (x <= camera.width) & (y >= 0) & (y <= camera.height)
+            return inside.view(points.shape[:3]).transpose(0, 1)
+
+
+def _stack_worlds(values: list) -> Any:
+    """One value per world stacked on a new leading axis; a value that no world changes (no
+    forward-mode tangent, equal everywhere, e.g. a constant colour) stays one shared value."""
+    from torch.autograd import forward_ad
+
+    tensors = [torch.as_tensor(v) for v in values]
+    if all(forward_ad.unpack_dual(t).tangent is None for t in tensors) and all(
+        torch.equal(t, tensors[0]) for t in tensors[1:]
+    ):
+        return values[0]
+    return torch.stack(tensors)
+
+
+def _batched(value, batch: int) -> bool:
+    return isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch
+
+
+def _steps_needed(times: torch.Tensor, image_model: ImageModel, dt: float) -> int:
+    """Physics steps that cover the last frame's exposure (from the initial offset and
+    exposure), with a step to spare for the interpolation."""
+    exposure = float(torch.as_tensor(image_model.exposure).detach().max())
+    offset = float(torch.as_tensor(image_model.time_offset).detach().max())
+    last = float(times[-1]) + max(offset, 0.0) + 0.5 * max(exposure, 0.0)
+    return max(1, math.ceil(last / dt - 1e-9))
+
+
+def _actions_for(actions, steps: int, n_actuators: int, dt: float, times) -> torch.Tensor | None:
+    """(steps, A) actions covering the rollout: a longer sequence is cut (with a warning), one
+    short by at most the exposure margin repeats its last action."""
+    if actions is None:
+        return None
+    if actions.dim() != 2 or actions.shape[1] != n_actuators:
+        raise ValueError(
+            f"actions must have shape (steps, n_actuators) with n_actuators = {n_actuators}, "
+            f"got {tuple(actions.shape)}"
+        )
+    have = actions.shape[0]
+    video_steps = math.ceil(float(times[-1]) / dt - 1e-9)
+    if have < video_steps:
+        raise ValueError(
+            f"the actions cover {have} steps ({have * dt:.4g} s) but the video lasts "
+            f"{float(times[-1]):.4g} s ({video_steps} steps of {dt:g} s): give actions for the "
+            f"whole video, or cut the video to the first {have * dt:.4g} s"
+        )
+    if have > steps:
+        if have > video_steps + 1:
+            warnings.warn(
+                f"fit_scene: the video ({float(times[-1]):.4g} s) is shorter than the action "
+                f"sequence ({have * dt:.4g} s); the fit uses the first {steps} steps",
+                stacklevel=4,
+            )
+        return actions[:steps]
+    if have < steps:
+        actions = torch.cat([actions, actions[-1:].expand(steps - have, n_actuators)])
+    return actions
+
+
+def render_rollout(
+    scene_path,
+    overrides: Mapping[str, Any] | None,
+    actions: torch.Tensor | None,
+    steps: int,
+    *,
+    dtype: torch.dtype = torch.float32,
+    edge_softness: float = 0.0,
+    position_offset: torch.Tensor | None = None,
+    velocity_offset: torch.Tensor | None = None,
+    frame_every: int = 1,
+    compile_physics: bool = False,
+    time_chunk: int = 16,
+) -> torch.Tensor:
+    """The frames a scene with these overrides renders along a rollout (batch size 1).
+
+    Args:
+        scene_path: the TOML scene file.
+        overrides: key path -> value (tensors may require grad), as for `load_scene`.
+        actions: (steps, 1, n_actuators) or (steps, n_actuators) actions, or None.
+        steps: physics steps.
+        dtype: scene dtype.
+        edge_softness: silhouette softness in pixels (0 = hard edges).
+        position_offset, velocity_offset: optional (N, 3) additions (m, m/s) to the initial
+            positions and linear velocities of the bodies.
+        frame_every: render every this many physics steps.
+        compile_physics: step the physics with `physics.compiled_step`.
+        time_chunk: frames rendered per renderer call (memory and speed only).
+
+    Returns:
+        (steps // frame_every + 1, 3, H, W) frames in [0, 1]; frame i shows the state after
+        i * frame_every steps.
+    """
+    import physics
+
+    from ..scene import load_scene
+
+    scene = load_scene(scene_path, batch_size=1, dtype=dtype, overrides=overrides)
+    state = scene.initial_state()
+    if position_offset is not None:
+        state = state.replace(position=state.position + position_offset)
+    if velocity_offset is not None:
+        state = state.replace(linear_velocity=state.linear_velocity + velocity_offset)
+    if actions is not None and actions.dim() == 2:
+        actions = actions[:, None, :]
+    trajectory = physics.rollout(
+        scene.world, state, steps, actions=actions, compile=compile_physics
+    )
+    shown = trajectory[torch.arange(0, steps + 1, frame_every)]
+    buffers = scene.render_states(shown, frames_per_call=time_chunk, edge_softness=edge_softness)
+    return buffers.image[:, 0]
