@@ -270,19 +270,35 @@ def render_video(
         ``with_coverage`` also the (T, B, 1, H, W) coverage of the bodies (averaged over the
         exposure, distorted).
     """
+    model = ImageModel() if model is None else model
+    if windows is not None and model.plate is None:
+        raise ValueError("render_video: windows need a plate (the frame outside them)")
+    if model.plate is not None:
+        render_kwargs["background"] = times.new_zeros(3)
+    frames, covers = [], []
+    for start in range(0, times.shape[0], max(1, frames_per_call)):
+        index = slice(start, start + max(1, frames_per_call))
+        part = None if windows is None else windows[index]
+        out, cover = _render_frames(scene, trajectory, times[index], model, part, render_kwargs)
+        frames.append(out)
+        covers.append(cover)
+    out = torch.cat(frames) if len(frames) > 1 else frames[0]
+    if not with_coverage:
+        return out
+    return out, (torch.cat(covers) if len(covers) > 1 else covers[0])
+
+
+def _render_frames(scene, trajectory, times, model: ImageModel, windows, render_kwargs):
+    """`render_video` of a few frames: (T, B, 3, h, w) output and (T, B, 1, h, w) coverage."""
     import physics
 
-    model = ImageModel() if model is None else model
     batch = scene.batch_size
     when = sample_times(times, model, batch)  # (T, S, B)
     count, samples = when.shape[:2]
     states = physics.states_at(trajectory, when.flatten(0, 1), scene.timestep)
-    if model.plate is not None:
-        render_kwargs["background"] = times.new_zeros(3)
+    render_kwargs = dict(render_kwargs)
     reach = 0
     if windows is not None:
-        if model.plate is None:
-            raise ValueError("render_video: windows need a plate (the frame outside them)")
         if model.distortion is not None:
             reach = _distortion_reach(scene.camera, model.distortion, when)
         origins = windows.origins[:, None].expand(count, samples, batch, 2).flatten(0, 1)
@@ -290,9 +306,7 @@ def render_video(
             origins - reach,
             (windows.size[0] + 2 * reach, windows.size[1] + 2 * reach),
         )
-    buffers = scene.render_states(
-        states, frames_per_call=max(1, frames_per_call * samples), **render_kwargs
-    )
+    buffers = scene.render_states(states, frames_per_call=count * samples, **render_kwargs)
     image = buffers.image.unflatten(0, (count, samples)).mean(1).flatten(0, 1)  # (T*B, 3, h, w)
     coverage = buffers.coverage.unflatten(0, (count, samples)).mean(1).flatten(0, 1)
     if model.distortion is not None:
@@ -322,4 +336,4 @@ def render_video(
     else:
         out = imaging.apply_response(image, **response)
     out = out.unflatten(0, (count, batch))
-    return (out, coverage.unflatten(0, (count, batch))) if with_coverage else out
+    return out, coverage.unflatten(0, (count, batch))

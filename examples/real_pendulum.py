@@ -52,7 +52,7 @@ G = 9.81
 def track_bob(frames: torch.Tensor, plate: torch.Tensor, radius: int = 3):
     """Per frame, the centre (x, y) (continuous pixels) of the most contrasting blob and
     whether there is one: (T, 2) float64, (T,) bool."""
-    diff = (frames - plate).abs().amax(1, keepdim=True)
+    diff = torch.cat([(f - plate).abs().amax(1, keepdim=True) for f in frames.split(64)])
     smooth = F.avg_pool2d(diff, 3, stride=1, padding=1, count_include_pad=False)[:, 0]
     t, h, w = smooth.shape
     noise = float(imaging.noise_level(frames, plate).max())
@@ -219,15 +219,19 @@ def least_squares_color(scene, values, to_overrides, video, plate, model) -> tor
     over = {k: v for k, v in routed.items() if not k.startswith("image.")}
     image = model.replace(exposure=routed["image.exposure"])
     posed = scene.with_overrides(over)
+    numerator, denominator = 0.0, 0.0
     with torch.no_grad():
         trajectory = physics.rollout(posed.world, posed.initial_state(), _steps(video, scene))
-        _, coverage = diffcam.render_video(
-            posed, trajectory, video.times.to(scene.dtype), image, with_coverage=True,
-            edge_softness=0.5,
-        )  # fmt: skip
-    a = coverage[:, 0]
-    rest = video.frames - (1 - a) * plate
-    return ((a * rest).sum((0, 2, 3)) / (a * a).sum((0, 2, 3)).clamp_min(1e-9)).clamp(0, 1)
+        times = video.times.to(scene.dtype)
+        for start in range(0, len(video), 64):  # a few frames at a time: a video is large
+            part = slice(start, start + 64)
+            _, coverage = diffcam.render_video(
+                posed, trajectory, times[part], image, with_coverage=True, edge_softness=0.5
+            )
+            a = coverage[:, 0]
+            numerator = numerator + (a * (video.frames[part] - (1 - a) * plate)).sum((0, 2, 3))
+            denominator = denominator + (a * a).sum((0, 2, 3))
+    return (numerator / denominator.clamp_min(1e-9)).clamp(0, 1)
 
 
 def _steps(video, scene) -> int:

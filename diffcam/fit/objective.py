@@ -69,12 +69,15 @@ class Target:
             if self.weights is not None:
                 weights = _pool(self.weights.expand(-1, 3, -1, -1), level)
             error = None
-            if self.plate is not None:
+            if self.plate is not None:  # in chunks of frames: a whole video's temporaries are GBs
                 plate = _pool(self.plate[None].to(frames), level)
-                r = robust_residual(plate - frames, self.loss, self.scale)
-                if weights is not None:
-                    r = r * torch.sqrt(weights.expand_as(r))
-                error = r.square().sum(1)
+                error = frames.new_empty(frames.shape[0], *frames.shape[2:])
+                for start in range(0, frames.shape[0], 64):
+                    part = slice(start, start + 64)
+                    r = robust_residual(plate - frames[part], self.loss, self.scale)
+                    if weights is not None:
+                        r = r * torch.sqrt(_frames_of(weights, frames, part).expand_as(r))
+                    error[part] = r.square().sum(1)
             self._levels[level] = (frames, weights, error)
         return self._levels[level]
 

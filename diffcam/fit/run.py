@@ -463,7 +463,9 @@ def fit_scene(
     values = {k.key: k.value().detach().clone() for k in fit_keys}
     with torch.no_grad():
         built = model.build(values)
-        shown = torch.cat([model.frames(built, i, **final.render) for i in final.chunks()])[:, 0]
+        shown = frames.new_empty(frames.shape)  # filled chunk by chunk: no list, no copy
+        for index in final.chunks():
+            shown[index] = model.frames(built, index, **final.render)[:, 0]
         visible = model.visible(built)[:, 0]
     out_of_view = {
         base.body_names[i]: [int(t) for t in torch.nonzero(~visible[:, i]).flatten()]
