@@ -27,10 +27,15 @@ import torch
 
 from .evaluate import NormalEquations
 
-__all__ = ["Problem", "adam", "lbfgs", "levenberg_marquardt"]
+__all__ = ["Problem", "Refused", "adam", "lbfgs", "levenberg_marquardt"]
 
 _BETAS = (0.5, 0.9)
 _PATIENCE = 5  # Adam iterations of relative change below the tolerance before stopping
+
+
+class Refused(Exception):
+    """An evaluation the model refused at these values (a size out of range, a simulation that
+    went non-finite): a trial step is rejected; an optimiser that cannot go on stops."""
 
 
 @dataclasses.dataclass
@@ -82,7 +87,10 @@ def adam(problem: Problem, budget: int, lr: float) -> str:
     for _ in range(budget):
         optimizer.zero_grad(set_to_none=True)
         before = problem.get()
-        value = problem.loss_gradient()
+        try:
+            value = problem.loss_gradient()
+        except Refused:
+            return "stalled"
         problem.record(value)
         optimizer.step()
         schedule.step()
@@ -109,13 +117,18 @@ def lbfgs(problem: Problem, budget: int, lr: float) -> str:
     def evaluate() -> tuple[float, torch.Tensor]:
         for r in problem.raws:
             r.grad = None
-        value = problem.loss_gradient()
+        try:
+            value = problem.loss_gradient()
+        except Refused:
+            value = math.inf
         problem.record(value)
         grads = [torch.zeros_like(r) if r.grad is None else r.grad for r in problem.raws]
         return value, torch.cat([g.detach().reshape(-1) for g in grads]).to(torch.float64)
 
     x = problem.get()
     value, grad = evaluate()
+    if not math.isfinite(value):
+        return "stalled"
     used = 1
     while used < budget:
         direction = -grad.clone()
@@ -167,7 +180,10 @@ def levenberg_marquardt(problem: Problem, budget: int, state: dict | None = None
     """
     state = {} if state is None else state
     x = problem.get()
-    eq = problem.normal_equations()
+    try:
+        eq = problem.normal_equations()
+    except Refused:
+        return "stalled"
     problem.record(eq.loss)
     used, lam, nu, calm = 1, state.get("damping", 1e-3), 2.0, 0
     while used < budget:
@@ -184,7 +200,10 @@ def levenberg_marquardt(problem: Problem, budget: int, state: dict | None = None
         step = _bounded(step, problem.max_step)
         predicted = -float(eq.jtr @ step + 0.5 * step @ (eq.jtj @ step))  # of sum(r^2) / 2
         problem.put(x + step.to(x.dtype))
-        trial = problem.loss_value()
+        try:
+            trial = problem.loss_value()
+        except Refused:
+            trial = math.inf
         problem.record(trial)
         used += 1
         actual = 0.5 * (eq.loss - trial) * eq.cost / max(eq.loss, 1e-300)
@@ -198,7 +217,10 @@ def levenberg_marquardt(problem: Problem, budget: int, state: dict | None = None
             state["damping"] = lam
             if calm >= 2 or used >= budget:
                 return "converged" if calm >= 2 else "budget"
-            eq = problem.normal_equations()
+            try:
+                eq = problem.normal_equations()
+            except Refused:  # the Jacobian's own small steps leave the valid range: stop here
+                return "stalled"
             problem.record(eq.loss)
             used += 1
         else:

@@ -22,9 +22,9 @@ standard deviations.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
-import tempfile
 import time
 import warnings
 from collections.abc import Mapping
@@ -35,11 +35,11 @@ import torch
 from ..formation import ImageModel
 from . import evaluate
 from .evaluate import Plan
-from .keys import make_key
+from .keys import FitKey, make_key
 from .model import POSITION_OFFSET, VELOCITY_OFFSET, VideoModel
 from .objective import Target
-from .optimizers import Problem, adam, lbfgs, levenberg_marquardt
 from .result import FitError, FitResult, covariance, value_covariance
+from .stages import plans, run_stages
 
 __all__ = ["fit_scene", "DEFAULT_SOFTNESS"]
 
@@ -92,8 +92,8 @@ def _observed(observed, scene, times, frame_every: int, steps):
     if frame_every < 1 or int(frame_every) != frame_every:
         raise FitError(f"frame_every must be an integer >= 1, got {frame_every!r}")
     if times is None:
-        if video_times is not None:
-            times = video_times
+        if video_times is not None:  # the simulation starts at the first frame read
+            times = video_times - video_times[0]
         else:
             if steps is not None and steps != (count - 1) * frame_every:
                 raise FitError(
@@ -107,77 +107,6 @@ def _observed(observed, scene, times, frame_every: int, steps):
     if bool((times[1:] <= times[:-1]).any()) or float(times[0]) < 0:
         raise FitError("times must be increasing and >= 0 (s)")
     return frames, times.to(device=scene.device, dtype=scene.dtype)
-
-
-def _schedule(values, name: str) -> list:
-    if isinstance(values, (int, float)):
-        return [values]
-    values = list(values)
-    if not values:
-        raise FitError(f"{name}: give at least one value")
-    return values
-
-
-def _stages(count: int, levels: int, softness, horizons, times) -> list[tuple[int, float, int]]:
-    """(horizon in frames, softness in px, pyramid level) per stage: the schedules are
-    stretched to the longest one."""
-    soft = [float(s) for s in _schedule(softness, "edge_softness")]
-    if any(s < 0 or not math.isfinite(s) for s in soft):
-        raise FitError(f"edge_softness must be >= 0 (pixels), got {softness!r}")
-    pyramid = list(range(levels - 1, -1, -1))
-    spans = [count]
-    if horizons is not None:
-        spans = []
-        for h in _schedule(horizons, "horizons"):
-            if not (isinstance(h, (int, float)) and h > 0):
-                raise FitError(f"horizons are durations in seconds (> 0), got {h!r}")
-            spans.append(max(2, int((times <= float(times[0]) + h + 1e-9).sum())))
-    n = max(len(soft), len(pyramid), len(spans))
-
-    def pick(values, i):
-        return values[min(len(values) - 1, i * len(values) // n)]
-
-    return [(pick(spans, i), pick(soft, i), pick(pyramid, i)) for i in range(n)]
-
-
-class _Checkpoint:
-    """Atomic snapshots of a fit's progress (raw values, stage, history) for a resume."""
-
-    def __init__(self, path, signature: dict, every_seconds: float = 10.0):
-        self.path = None if path is None else Path(path)
-        self.signature = signature
-        self.every = every_seconds
-        self.last = time.perf_counter()
-
-    def load(self) -> dict | None:
-        if self.path is None or not self.path.exists():
-            return None
-        try:
-            state = torch.load(self.path, weights_only=False)
-        except Exception as error:  # noqa: BLE001 - any unreadable file: report and start afresh
-            raise FitError(
-                f"checkpoint {self.path}: cannot read it ({error}); delete it to start afresh"
-            ) from None
-        if state.get("signature") != self.signature:
-            raise FitError(
-                f"checkpoint {self.path} belongs to another fit (other keys, frames or stages); "
-                "delete it or pass another checkpoint path"
-            )
-        return state
-
-    def save(self, state: dict, force: bool = False) -> None:
-        if self.path is None or (not force and time.perf_counter() - self.last < self.every):
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
-        os.close(fd)
-        try:
-            torch.save({**state, "signature": self.signature}, tmp)
-            os.replace(tmp, self.path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        self.last = time.perf_counter()
 
 
 def fit_scene(
@@ -215,9 +144,11 @@ def fit_scene(
 
     Args:
         scene: a `diffcam.Scene` (from `load_scene`; its batch size is ignored) or a scene file.
-        observed: a `diffcam.Video` (`read_video`; its timestamps are used), a video file
-            (read at the camera's resolution), or (T, 3, H, W) frames in [0, 1] with frame i
-            at ``times[i]`` (default i * frame_every * dt). H, W must be the camera's.
+        observed: a `diffcam.Video` (`read_video`; its timestamps are used, the simulation
+            starting at its first frame), a video file (read at the camera's resolution), or
+            (T, 3, H, W) frames in [0, 1] with frame i at ``times[i]`` (default
+            i * frame_every * dt). H, W must be the camera's. A frame shows the middle of its
+            exposure (see `diffcam.ImageModel`).
         keys: key -> ``{"init": value, "positive": bool, "bounds": (lo, hi), "scale": s,
             "lr": lr}`` (see `diffcam.fit.keys`): scene override paths (``bodies.<name>.<key>``,
             ``joints.<name>.position`` and ``.velocity`` for a start in joint space,
@@ -271,13 +202,37 @@ def fit_scene(
         FitError (a ValueError): observed frames that do not fit the camera or are blank,
             actions shorter than the video, bad keys, schedules or options.
     """
-    from tqdm.auto import tqdm
-
-    from physics import SimulationError
-
-    from ..errors import SceneError
-
     start = time.perf_counter()
+    _check_options(keys, optimizer, pyramid_levels, max_step)
+    base = _load(scene, dtype)
+    dtype, device = base.dtype, base.device
+    fit_keys = [make_key(k, spec, dtype, device) for k, spec in keys.items()]
+    frames, times = _observed(observed, base, times, frame_every, steps)
+    if actions is not None:
+        actions = torch.as_tensor(actions).detach().to(device=device, dtype=dtype)
+    image_model = _with_plate(image_model, frames)
+    plate = None if image_model is None else image_model.plate
+    target = Target(frames, weights, loss, loss_scale, plate=plate)
+    model = VideoModel(base, times, actions, image_model, to_overrides, compile_physics)
+    if fit_initial_state:
+        for name in (POSITION_OFFSET, VELOCITY_OFFSET):
+            zeros = torch.zeros(len(base.body_names), 3, dtype=dtype, device=device)
+            fit_keys.append(make_key(name, {"init": zeros, "scale": 0.01}, dtype, device))
+    render = {"supersample": supersample}
+    stages = plans(times, int(pyramid_levels), edge_softness, horizons, render, frames_per_chunk)
+
+    seen = _identify(model, target, fit_keys, stages[0])
+    trainable = [k for k in fit_keys if k.key not in seen.unidentifiable]
+    chosen = _choose(optimizer, sum(k.raw.numel() for k in trainable))
+    done = run_stages(
+        model, target, fit_keys, trainable, stages, chosen, iterations, lr, max_step, tolerance,
+        progress, checkpoint,
+    )  # fmt: skip
+    final = Plan(len(times), 0, stages[-1].render, frames_per_chunk)
+    return _finish(model, target, fit_keys, trainable, seen, done, final, uncertainty, start)
+
+
+def _check_options(keys, optimizer: str, pyramid_levels, max_step) -> None:
     if not isinstance(keys, Mapping):
         raise FitError(f"keys must be a dict of key -> spec, got {type(keys).__name__}")
     if optimizer not in ("auto", "lm", "adam", "lbfgs"):
@@ -286,237 +241,163 @@ def fit_scene(
         raise FitError(f"pyramid_levels must be an integer >= 1, got {pyramid_levels!r}")
     if not (max_step > 0):
         raise FitError(f"max_step must be positive (raw units), got {max_step!r}")
-    base = _load(scene, dtype)
-    dtype, device = base.dtype, base.device
-    fit_keys = [make_key(k, spec, dtype, device) for k, spec in keys.items()]
-    frames, times = _observed(observed, base, times, frame_every, steps)
-    if actions is not None:
-        actions = torch.as_tensor(actions).detach().to(device=device, dtype=dtype)
-    plate = None if image_model is None else image_model.plate
-    if plate is not None:
-        plate = torch.as_tensor(plate).to(device=device, dtype=dtype)
-        if tuple(plate.shape) != tuple(frames.shape[1:]):
-            raise FitError(
-                f"image_model.plate must be (3, H, W) = {tuple(frames.shape[1:])} like the "
-                f"observed frames, got {tuple(plate.shape)}"
-            )
-        image_model = image_model.replace(plate=plate)
-    target = Target(frames, weights, loss, loss_scale, plate=plate)
-    model = VideoModel(base, times, actions, image_model, to_overrides, compile_physics)
-    if fit_initial_state:
-        for name in (POSITION_OFFSET, VELOCITY_OFFSET):
-            zeros = torch.zeros(len(base.body_names), 3, dtype=dtype, device=device)
-            fit_keys.append(make_key(name, {"init": zeros, "scale": 0.01}, dtype, device))
-    built = model.build({k.key: k.value().detach() for k in fit_keys})  # SceneError early
-    stages = _stages(len(times), int(pyramid_levels), edge_softness, horizons, times)
-    render = {"supersample": supersample}
 
-    def plan_of(stage) -> Plan:
-        horizon, soft, level = stage
-        return Plan(horizon, level, {**render, "edge_softness": soft}, frames_per_chunk)
 
-    # ---- what the images see at the initial values
-    messages: list[str] = []
-    unidentifiable: list[str] = []
-    gradient_norms: dict[str, float] = {}
-    sensitivity: dict[str, float] = {}
+def _with_plate(image_model: ImageModel | None, frames: torch.Tensor) -> ImageModel | None:
+    """The image model with its plate on the frames' device and dtype, checked."""
+    if image_model is None or image_model.plate is None:
+        return image_model
+    plate = torch.as_tensor(image_model.plate).to(device=frames.device, dtype=frames.dtype)
+    if tuple(plate.shape) != tuple(frames.shape[1:]):
+        raise FitError(
+            f"image_model.plate must be (3, H, W) = {tuple(frames.shape[1:])} like the observed "
+            f"frames, got {tuple(plate.shape)}"
+        )
+    return image_model.replace(plate=plate)
+
+
+def _choose(optimizer: str, scalars: int) -> str:
+    if optimizer == "auto":
+        return "lm" if scalars <= _LM_MAX_SCALARS else "adam"
+    if optimizer == "lm" and scalars > _LM_MAX_SCALARS:
+        raise FitError(
+            f"optimizer='lm' builds a Jacobian column per fitted scalar; these keys have "
+            f"{scalars} (at most {_LM_MAX_SCALARS}): use optimizer='adam' for textures "
+            "and other large parameters"
+        )
+    return optimizer
+
+
+@dataclasses.dataclass
+class _Seen:
+    """What the frames see at the initial values."""
+
+    unidentifiable: list[str]
+    gradient_norms: dict[str, float]
+    sensitivity: dict[str, float]
+    messages: list[str]
+    in_view: bool
+
+
+def _identify(model: VideoModel, target: Target, keys: list[FitKey], first: Plan) -> _Seen:
+    """Keys the pixels do not depend on at the initial values (they stay at ``init``, and
+    their ``raw`` stops requiring grad), and whether any moving body is in view at all."""
+    with torch.no_grad():
+        built = model.build({k.key: k.value().detach() for k in keys})  # SceneError early
     visible = model.visible(built)[:, 0]
-    dynamic = [i for i, s in enumerate(base.world.is_static) if not s]
-    in_view = bool(visible[:, dynamic].any()) if dynamic else True
-    scalars = sum(k.raw.numel() for k in fit_keys)
-    first = plan_of(stages[0])
-    if not in_view:
-        unidentifiable = [k.key for k in fit_keys]
-        messages.append(
+    dynamic = [i for i, s in enumerate(model.scene.world.is_static) if not s]
+    seen = _Seen([], {}, {}, [], bool(visible[:, dynamic].any()) if dynamic else True)
+    if not seen.in_view:
+        seen.unidentifiable = [k.key for k in keys]
+        seen.messages.append(
             "no moving body is in view in any frame at the initial values: the camera or the "
             "initial state is off (or the bodies leave the view); nothing can be fitted"
         )
-    elif fit_keys:
-        if scalars <= _LM_MAX_SCALARS:
-            eq = evaluate.normal_equations(model, target, fit_keys, fit_keys, first)
-            column = eq.jtj.diagonal().sqrt()
-            start_index = 0
-            for k in fit_keys:
-                n = k.raw.numel()
-                sensitivity[k.key] = float(column[start_index : start_index + n].norm())
-                gradient_norms[k.key] = float(eq.jtr[start_index : start_index + n].norm())
-                start_index += n
-                # d loss / d raw = 2 J^T r / sum(w)
-                gradient_norms[k.key] *= 2.0 * eq.loss / max(eq.cost, 1e-300)
-            measure = sensitivity
+    elif keys:
+        if sum(k.raw.numel() for k in keys) <= _LM_MAX_SCALARS:
+            eq = evaluate.normal_equations(model, target, keys, keys, first)
+            column, index = eq.jtj.diagonal().sqrt(), 0
+            for k in keys:
+                part = slice(index, index + k.raw.numel())
+                seen.sensitivity[k.key] = float(column[part].norm())
+                # d loss / d raw = 2 J^T r / sum(w), and loss = sum(r^2) / sum(w)
+                seen.gradient_norms[k.key] = (
+                    float(eq.jtr[part].norm()) * 2 * eq.loss / max(eq.cost, 1e-300)
+                )
+                index += k.raw.numel()
+            measure = seen.sensitivity
         else:
-            for k in fit_keys:
-                k.raw.grad = None
-            evaluate.loss_gradient(model, target, fit_keys, first)
-            for k in fit_keys:
-                g = k.raw.grad
-                gradient_norms[k.key] = 0.0 if g is None else float(g.norm())
-            measure = gradient_norms
+            evaluate.loss_gradient(model, target, keys, first)
+            for k in keys:
+                seen.gradient_norms[k.key] = 0.0 if k.raw.grad is None else float(k.raw.grad.norm())
+            measure = seen.gradient_norms
         top = max([v for v in measure.values() if math.isfinite(v)] or [0.0])
-        for k in fit_keys:
-            v = measure[k.key]
-            if v == 0.0 or not math.isfinite(v) or v < 1e-8 * max(top, 1e-300):
-                unidentifiable.append(k.key)
-        if unidentifiable:
-            messages.append(
-                "the pixels do not depend on "
-                + ", ".join(repr(k) for k in unidentifiable)
+        seen.unidentifiable = [
+            k.key for k in keys
+            if not (math.isfinite(measure[k.key]) and measure[k.key] > 1e-8 * max(top, 1e-300))
+        ]  # fmt: skip
+        if seen.unidentifiable:
+            seen.messages.append(
+                "the pixels do not depend on " + ", ".join(repr(k) for k in seen.unidentifiable)
                 + " at the initial values; left at their initial values"
-            )
-            warnings.warn("fit_scene: " + messages[-1], stacklevel=2)
-    for k in fit_keys:
-        k.raw.grad = None
-        if k.key in unidentifiable:
-            k.raw.requires_grad_(False)
-    trainable = [k for k in fit_keys if k.key not in unidentifiable]
-    n_trainable = sum(k.raw.numel() for k in trainable)
-    chosen = optimizer
-    if chosen == "auto":
-        chosen = "lm" if n_trainable <= _LM_MAX_SCALARS else "adam"
-    if chosen == "lm" and n_trainable > _LM_MAX_SCALARS:
-        raise FitError(
-            f"optimizer='lm' builds a Jacobian column per fitted scalar; these keys have "
-            f"{n_trainable} (at most {_LM_MAX_SCALARS}): use optimizer='adam' for textures "
-            "and other large parameters"
-        )
-
-    # ---- the stages
-    history: list[float] = []
-    levels_run: list[int] = []
-    value_history: dict[str, list[torch.Tensor]] = {k.key: [] for k in fit_keys}
-    stage_log: list[dict] = []
-    signature = {
-        "keys": [(k.key, tuple(k.raw.shape)) for k in fit_keys], "frames": len(times),
-        "stages": stages, "optimizer": chosen, "iterations": int(iterations),
-    }  # fmt: skip
-    saver = _Checkpoint(checkpoint, signature)
-    resumed = saver.load()
-    done_stages = 0
-    if resumed is not None:
-        with torch.no_grad():
-            for k in fit_keys:
-                k.raw.copy_(resumed["raws"][k.key])
-        history, levels_run = resumed["history"], resumed["levels"]
-        value_history = resumed["value_history"]
-        stage_log, done_stages = resumed["stages"], len(resumed["stages"])
-
-    def snapshot(force: bool = False) -> None:
-        saver.save({
-            "raws": {k.key: k.raw.detach().clone() for k in fit_keys}, "history": history,
-            "levels": levels_run, "value_history": value_history, "stages": stage_log,
-        }, force)  # fmt: skip
-
-    status = "unidentifiable" if not trainable else "budget"
-    lm_state: dict = {}  # Levenberg-Marquardt's damping, carried from stage to stage
-    per_stage = iterations // len(stages)
-    budgets = [per_stage] * (len(stages) - 1) + [iterations - per_stage * (len(stages) - 1)]
-    bar = tqdm(total=iterations, disable=not progress, desc="fit_scene", leave=False)
-    bar.update(min(len(history), iterations))
-    try:
-        for index, (stage, budget) in enumerate(zip(stages, budgets, strict=True)):
-            if index < done_stages or not trainable or budget < 1:
-                continue
-            plan = plan_of(stage)
-            count_before = len(history)
-
-            def record(value: float, level=plan.level, stage=index) -> None:
-                history.append(float(value))
-                levels_run.append(level)
-                for k in fit_keys:
-                    value_history[k.key].append(k.value().detach().clone())
-                bar.update(1)
-                bar.set_postfix(loss=f"{value:.3e}", stage=stage)
-                snapshot()
-
-            def trial_loss(plan=plan) -> float:
-                try:
-                    return evaluate.loss_value(model, target, fit_keys, plan)
-                except (SceneError, SimulationError):  # a value the model refuses: reject it
-                    return math.inf
-
-            problem = Problem(
-                raws=[k.raw for k in trainable], lrs=[k.lr for k in trainable],
-                loss_gradient=lambda plan=plan: evaluate.loss_gradient(model, target, fit_keys, plan),
-                loss_value=trial_loss,
-                normal_equations=lambda plan=plan: evaluate.normal_equations(
-                    model, target, fit_keys, trainable, plan),
-                record=record, max_step=float(max_step), tolerance=tolerance,
             )  # fmt: skip
-            if chosen == "adam":
-                status = adam(problem, budget, 0.05 if lr is None else lr)
-            elif chosen == "lbfgs":
-                status = lbfgs(problem, budget, 1.0 if lr is None else lr)
-            else:
-                status = levenberg_marquardt(problem, budget, lm_state)
-            stage_log.append({
-                "horizon_frames": plan.horizon, "edge_softness": plan.render["edge_softness"],
-                "level": plan.level, "evaluations": len(history) - count_before,
-                "loss": min(history[count_before:], default=math.nan), "status": status,
-                "explained": evaluate.explained(model, target, fit_keys, plan),
-            })  # fmt: skip
-            snapshot(force=True)
-    finally:
-        bar.close()
+            warnings.warn("fit_scene: " + seen.messages[-1], stacklevel=3)
+    for k in keys:
+        k.raw.grad = None
+        if k.key in seen.unidentifiable:
+            k.raw.requires_grad_(False)
+    return seen
 
-    # ---- the solution, its frames, its uncertainty, what left the view
-    final = plan_of((len(times), stages[-1][1], 0))
-    values = {k.key: k.value().detach().clone() for k in fit_keys}
+
+def _finish(model, target, keys, trainable, seen: _Seen, done, final: Plan, uncertainty, start):
+    """The `FitResult`: values, frames, what left the view, standard deviations, status."""
+    values = {k.key: k.value().detach().clone() for k in keys}
     with torch.no_grad():
         built = model.build(values)
-        shown = frames.new_empty(frames.shape)  # filled chunk by chunk: no list, no copy
+        shown = target.frames.new_empty(target.frames.shape)  # filled in place, chunk by chunk
         for index in final.chunks():
             shown[index] = model.frames(built, index, **final.render)[:, 0]
         visible = model.visible(built)[:, 0]
+    names = model.scene.body_names
+    dynamic = [i for i, s in enumerate(model.scene.world.is_static) if not s]
     out_of_view = {
-        base.body_names[i]: [int(t) for t in torch.nonzero(~visible[:, i]).flatten()]
+        names[i]: [int(t) for t in torch.nonzero(~visible[:, i]).flatten()]
         for i in dynamic
         if not bool(visible[:, i].all())
     }
+    messages = list(seen.messages)
     if out_of_view:
-        messages.append(
-            "in the fitted model "
-            + "; ".join(
-                f"{name!r} leaves the view in {len(f)} of {len(times)} frames"
-                for name, f in out_of_view.items()
-            )  # fmt: skip
-            + " (those frames constrain it only by showing it absent)"
-        )
-    std: dict[str, torch.Tensor] = {}
-    cov, cov_keys = None, []
-    if uncertainty and trainable and n_trainable <= _LM_MAX_SCALARS:
-        eq = evaluate.normal_equations(model, target, fit_keys, trainable, final)
-        gauss_newton, clustered = covariance(eq, final.horizon)
-        cov = value_covariance(clustered, trainable)
-        cov_keys = [(k.key, i) for k in trainable for i in range(k.raw.numel())]
-        # the larger of the two estimates: the clustered one from few blocks can come out small
-        variances = torch.maximum(
-            cov.diagonal(), value_covariance(gauss_newton, trainable).diagonal()
-        ).clamp_min(0)
-        start_index = 0
-        for k in trainable:
-            n = k.raw.numel()
-            std[k.key] = variances[start_index : start_index + n].sqrt().view_as(k.raw).to(dtype)
-            start_index += n
-    for key in unidentifiable:
+        left = "; ".join(f"{n!r} leaves the view in {len(f)} of {len(visible)} frames"
+                         for n, f in out_of_view.items())  # fmt: skip
+        messages.append(f"in the fitted model {left} (those frames see it only as absent)")
+    std, cov, cov_keys = _uncertainty(model, target, keys, trainable, final, messages) if (
+        uncertainty and trainable and sum(k.raw.numel() for k in trainable) <= _LM_MAX_SCALARS
+    ) else ({}, None, [])  # fmt: skip
+    for key in seen.unidentifiable:
         std[key] = torch.full_like(values[key], math.inf)
-    share = evaluate.explained(model, target, fit_keys, final) if in_view else None
+    share = evaluate.explained(model, target, keys, final) if seen.in_view else None
+    status = done.status
     if status in ("converged", "budget", "stalled") and trainable:
-        loss_now = stage_log[-1]["loss"] if stage_log else math.nan
-        messages.insert(0, f"{status} after {len(history)} evaluations, loss {loss_now:.4g}")
+        loss_now = done.stages[-1]["loss"] if done.stages else math.nan
+        messages.insert(0, f"{status} after {len(done.history)} evaluations, loss {loss_now:.4g}")
         if share is not None and share < _EXPLAINED_AT_LEAST:
             status = "poor"
-            messages.insert(
-                1,
+            messages.insert(1, (
                 f"but the model explains only {share:.0%} of the moving pixels (residuals in the "
                 "bodies' windows against the plate alone): its bodies are not where the video's "
                 "are, a wrong local minimum; start closer (e.g. from tracked positions), or "
-                "add a coarser first stage (wider edge_softness, shorter horizons)",
-            )
+                "add a coarser first stage (wider edge_softness, shorter horizons)"
+            ))  # fmt: skip
     return FitResult(
-        values=values, history=history, gradient_norms=gradient_norms,
-        unidentifiable=unidentifiable, frames=shown.detach(), iterations=len(history),
-        seconds=time.perf_counter() - start, levels=levels_run, value_history=value_history,
-        std=std, covariance=cov, covariance_keys=cov_keys, sensitivity=sensitivity,
-        status=status, message="; ".join(messages), out_of_view=out_of_view, stages=stage_log,
+        values=values, history=done.history, gradient_norms=seen.gradient_norms,
+        unidentifiable=seen.unidentifiable, frames=shown, iterations=len(done.history),
+        seconds=time.perf_counter() - start, levels=done.levels, value_history=done.value_history,
+        std=std, covariance=cov, covariance_keys=cov_keys, sensitivity=seen.sensitivity,
+        status=status, message="; ".join(messages), out_of_view=out_of_view, stages=done.stages,
         explained=share,
     )  # fmt: skip
+
+
+def _uncertainty(model, target, keys, trainable, final: Plan, messages: list[str]):
+    """(std per key, clustered covariance (P, P) in value units, its keys) at the solution."""
+    from physics import SimulationError
+
+    from ..errors import SceneError
+
+    try:
+        eq = evaluate.normal_equations(model, target, keys, trainable, final)
+    except (SceneError, SimulationError) as error:  # the Jacobian's steps leave the valid range
+        messages.append(f"no uncertainty: the Jacobian at the solution failed ({error})")
+        return {}, None, []
+    gauss_newton, clustered = covariance(eq, final.horizon)
+    cov = value_covariance(clustered, trainable)
+    # the larger of the two estimates: the clustered one, from few blocks, can come out small
+    variances = torch.maximum(
+        cov.diagonal(), value_covariance(gauss_newton, trainable).diagonal()
+    ).clamp_min(0)
+    std, index = {}, 0
+    for k in trainable:
+        n = k.raw.numel()
+        std[k.key] = variances[index : index + n].sqrt().view_as(k.raw).to(k.raw.dtype)
+        index += n
+    return std, cov, [(k.key, i) for k in trainable for i in range(k.raw.numel())]
