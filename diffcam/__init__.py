@@ -11,6 +11,7 @@ from .fit import FitResult as FitResult
 from .fit import fit_scene as fit_scene
 from .fit import render_rollout as render_rollout
 from .formation import ImageModel as ImageModel
+from .formation import estimate_color as estimate_color
 from .formation import render_video as render_video
 from .policy import PixelPolicy as PixelPolicy
 from .policy import PixelRollout as PixelRollout

@@ -28,7 +28,15 @@ import torch
 
 from . import imaging
 
-__all__ = ["ImageModel", "Windows", "body_windows", "crop", "render_video", "sample_times"]
+__all__ = [
+    "ImageModel",
+    "Windows",
+    "body_windows",
+    "crop",
+    "estimate_color",
+    "render_video",
+    "sample_times",
+]
 
 Param = float | torch.Tensor
 
@@ -337,3 +345,66 @@ def _render_frames(scene, trajectory, times, model: ImageModel, windows, render_
         out = imaging.apply_response(image, **response)
     out = out.unflatten(0, (count, batch))
     return out, coverage.unflatten(0, (count, batch))
+
+
+def estimate_color(
+    scene,
+    body: str,
+    trajectory,
+    times: torch.Tensor,
+    frames: torch.Tensor,
+    model: ImageModel | None = None,
+    frames_per_call: int = 16,
+    **render_kwargs,
+) -> torch.Tensor:
+    """The colour of one body that best explains a video, the rest of the model as it is.
+
+    A body's colour multiplies its shading, so the camera's linear output is affine in it:
+    ``out = base + colour * unit`` with ``base`` the frame drawn with the body black and
+    ``unit`` the body's own light when it is white. The colour is the least-squares solution
+    over every pixel of every frame, per channel, in linear light (through the model's
+    response); the video is rendered a few frames at a time.
+
+    Args:
+        scene: a `diffcam.Scene` made by `load_scene` (batch B); ``body`` must have a colour,
+            not a texture.
+        body: the body's name in the scene file.
+        trajectory: a `physics.State` of (steps + 1, B, N, ...) tensors, as in `render_video`.
+        times: (T,) frame timestamps (s).
+        frames: (T, 3, H, W) observed frames in [0, 1], at the scene camera's resolution.
+        model: the `ImageModel` (a plate behind the bodies, response, blur, ...).
+        frames_per_call: frames per renderer call (memory and speed only).
+        render_kwargs: passed to `render_video` (e.g. ``edge_softness``).
+
+    Returns:
+        (B, 3) colour in [0, 1] (no gradient); 0.5 grey for a body no frame shows.
+    """
+    model = ImageModel() if model is None else model
+    ones = torch.ones(3, dtype=scene.dtype, device=scene.device)
+    black = scene.with_overrides({f"bodies.{body}.color": 0.0 * ones})
+    white = scene.with_overrides({f"bodies.{body}.color": ones})
+    response = {k: getattr(model, k) for k in ("gain", "offset", "gamma")}
+    numerator = denominator = 0.0
+    with torch.no_grad():
+        for start in range(0, times.shape[0], max(1, frames_per_call)):
+            part = slice(start, start + max(1, frames_per_call))
+            args = (trajectory, times[part], model, frames_per_call)
+            lit = [render_video(s, *args, **render_kwargs) for s in (black, white)]
+            base, bright = (imaging.invert_response(x, **_as_frames(response, x)) for x in lit)
+            unit = bright - base
+            seen = frames[part].to(base)[:, None]
+            observed = imaging.invert_response(seen, **_as_frames(response, seen))
+            numerator = numerator + (unit * (observed - base)).sum((0, 3, 4))
+            denominator = denominator + (unit * unit).sum((0, 3, 4))
+    color = numerator / torch.as_tensor(denominator).clamp_min(1e-12)
+    shown = torch.as_tensor(denominator) > 1e-9
+    return torch.where(shown, color, torch.full_like(color, 0.5)).clamp(0, 1)
+
+
+def _as_frames(response: dict, like: torch.Tensor) -> dict:
+    """Response parameters () or (B,) broadcast against (T, B, 3, H, W) frames."""
+    out = {}
+    for key, value in response.items():
+        value = torch.as_tensor(value, dtype=like.dtype, device=like.device)
+        out[key] = value.reshape(-1, 1, 1, 1) if value.dim() == 1 else value
+    return out

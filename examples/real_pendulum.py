@@ -13,7 +13,8 @@ A video of a bob swinging on a string in front of a wall (a phone on a tripod) i
    a circle through its track gives the pivot and the length in pixels; the swing's period
    gives the length in metres (g is known), the decay of its amplitude the damping, the first
    frames the start, the pixel length and the field of view the camera's distance;
-4. the bob's colour is the least-squares colour of the pixels the guessed model covers;
+4. the bob's colour is the least-squares colour of the pixels where the guessed model draws
+   it (`diffcam.estimate_color`);
 5. `diffcam.fit_scene` fits length, damping, start, camera position and roll, bob radius and
    the shutter time to every pixel of every frame through physics (`scenes/bob_pendulum.toml`)
    and rendering over the plate (soft silhouettes from wide to narrow, growing horizons,
@@ -210,28 +211,22 @@ def keys_from(guess: dict, fps: float, tilt: bool, exposure: float | None) -> di
     }
 
 
-def least_squares_color(scene, values, to_overrides, video, plate, model) -> torch.Tensor:
-    """The bob colour c minimising |a c + (1 - a) plate - frame|^2 over all pixels, a the
-    model's coverage at these values (one linear solve per channel)."""
+def estimated_color(scene, values, to_overrides, video, model) -> torch.Tensor:
+    """The bob's colour that best explains the video where the model at ``values`` draws it
+    (`diffcam.estimate_color`: least squares in linear light)."""
     import physics
 
     routed = to_overrides(values)
     over = {k: v for k, v in routed.items() if not k.startswith("image.")}
-    image = model.replace(exposure=routed["image.exposure"])
     posed = scene.with_overrides(over)
-    numerator, denominator = 0.0, 0.0
     with torch.no_grad():
         trajectory = physics.rollout(posed.world, posed.initial_state(), _steps(video, scene))
-        times = video.times.to(scene.dtype)
-        for start in range(0, len(video), 64):  # a few frames at a time: a video is large
-            part = slice(start, start + 64)
-            _, coverage = diffcam.render_video(
-                posed, trajectory, times[part], image, with_coverage=True, edge_softness=0.5
-            )
-            a = coverage[:, 0]
-            numerator = numerator + (a * (video.frames[part] - (1 - a) * plate)).sum((0, 2, 3))
-            denominator = denominator + (a * a).sum((0, 2, 3))
-    return (numerator / denominator.clamp_min(1e-9)).clamp(0, 1)
+    image = model.replace(exposure=routed["image.exposure"])
+    times = video.times.to(scene.dtype)
+    color = diffcam.estimate_color(
+        posed, "bob", trajectory, times, video.frames, image, edge_softness=0.5
+    )
+    return color[0]
 
 
 def _steps(video, scene) -> int:
@@ -285,7 +280,7 @@ def main(argv=None) -> dict:
     keys = keys_from(guess, video.fps, args.tilt, args.exposure)
     values0 = {k: torch.tensor(float(s["init"])) for k, s in keys.items()}
     grey = make_to_overrides(args.bob_mass, torch.full((3,), 0.5), guess["exposure"])
-    color = least_squares_color(scene, values0, grey, video, plate, model)
+    color = estimated_color(scene, values0, grey, video, model)
     if args.start_error is not None:  # a worse start for the physics and the camera
         e = args.start_error
         guess.update(length=guess["length"] * (1 + e), decay=guess["decay"] * (1 + e),

@@ -175,3 +175,57 @@ def test_no_nan_gradient_at_zero_exposure_and_distortion(clip):
     evaluate.loss_gradient(video_model, target, ks, plan)
     for k in ks:
         assert torch.isfinite(k.raw.grad).all(), k.key
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+def test_estimate_color_recovers_a_known_colour(clip, dtype):
+    """The colour that made noisy frames (a gamma, a gain, motion blur, over the clip's plate)
+    comes back from a model drawn in another colour, within the noise."""
+    _, plate = clip
+    truth = torch.tensor([0.2, 0.6, 0.9], dtype=dtype)
+    scene = diffcam.load_scene(
+        SCENE,
+        dtype=dtype,
+        overrides={"camera.resolution": (80, 45), **NEAR_TRUTH, "bodies.bob.color": truth},
+    )
+    trajectory = scene.rollout(30)
+    times = torch.arange(0, 0.3, 1 / 30, dtype=dtype)
+    image_model = diffcam.ImageModel(
+        plate=plate.to(dtype), gain=0.9, gamma=2.2, exposure=1 / 60, exposure_samples=3
+    )
+    frames = diffcam.render_video(scene, trajectory, times, image_model, edge_softness=0.5)[:, 0]
+    generator = torch.Generator().manual_seed(0)
+    noisy = (frames + 0.02 * torch.randn(frames.shape, generator=generator, dtype=dtype)).clamp(
+        0, 1
+    )
+    other = scene.with_overrides({"bodies.bob.color": [0.5, 0.5, 0.5]})
+    color = diffcam.estimate_color(
+        other, "bob", trajectory, times, noisy, image_model, frames_per_call=4, edge_softness=0.5
+    )
+    assert color.shape == (1, 3)
+    torch.testing.assert_close(color[0], truth, atol=0.02, rtol=0)
+    exact = diffcam.estimate_color(
+        other, "bob", trajectory, times, frames, image_model, edge_softness=0.5
+    )
+    torch.testing.assert_close(exact[0], truth, atol=1e-4 if dtype == F64 else 1e-3, rtol=0)
+
+
+def test_estimate_color_of_an_unseen_body_is_grey(clip):
+    """A body no frame shows has no colour to estimate: mid grey, not a division by zero."""
+    _, plate = clip
+    scene = diffcam.load_scene(
+        SCENE,
+        dtype=F64,
+        overrides={
+            "camera.resolution": (80, 45),
+            **NEAR_TRUTH,
+            "camera.look_at": [5.0, -2.4, -0.567],  # along the swing plane, beside it
+        },
+    )
+    trajectory = scene.rollout(5)
+    times = torch.tensor([0.0, 0.03], dtype=F64)
+    frames = plate.expand(2, 3, 45, 80)
+    color = diffcam.estimate_color(
+        scene, "bob", trajectory, times, frames, diffcam.ImageModel(plate=plate)
+    )
+    torch.testing.assert_close(color, torch.full((1, 3), 0.5, dtype=F64))
