@@ -40,7 +40,7 @@ __all__ = [
 
 _CHUNK_ELEMENTS = 1 << 22  # predicted values (frames x worlds x pixels) per forward-mode chunk
 # Soft coverage is exactly 0 beyond this many sigma outside a silhouette (the renderer's own
-# cut, `diffcam.render._SOFT_TAIL`), so windows this wide lose nothing.
+# cut, `diffcam.render.silhouettes._SOFT_TAIL`), so windows this wide lose nothing.
 _TAIL = {torch.float32: 17.0, torch.float64: 37.0}
 _DIFFERENCE_STEP = {torch.float32: 1e-3, torch.float64: 1e-6}  # raw units
 

@@ -166,7 +166,7 @@ def test_scatter_in_threads_equals_one_scatter():
     the single scatter."""
     import importlib
 
-    render_module = importlib.import_module("diffcam.render")
+    render_module = importlib.import_module("diffcam.render.scatter")
     g = torch.Generator().manual_seed(0)
     B, P, n_texels = 5, 40, 30
     idx = [torch.randint(0, n_texels, (B, P), generator=g, dtype=torch.int32) for _ in range(4)]

@@ -15,7 +15,7 @@ from diffcam.scene import SCENES_DIR
 
 from ._common import axis_angle, smooth_texture
 
-render_mod = importlib.import_module("diffcam.render")  # the module, not the function
+render_mod = importlib.import_module("diffcam.render.silhouettes")
 
 # per-pixel bound: K primitives, each coverage changed by < sigmoid(-tail), colours in [0, 1]
 ATOL = {torch.float32: 2e-6, torch.float64: 1e-14}

@@ -1,0 +1,37 @@
+"""The renderer: nearest analytic hit per pixel, textures, soft silhouettes, shading, AA.
+
+Pipeline, split at the rasterise / shade boundary:
+
+1. ``frame``: the per-call geometry record. Camera-frame ray directions with z = 1 (ray
+   parameter = depth) are affine in the pixel coordinates; each primitive's local directions
+   are ``A d_cam`` with ``A = R_k^T R_cam``.
+2. ``nearest``: without autograd, intersect each primitive with the rays of a pixel window
+   that bounds its projection and keep the nearest hit per pixel (its index only). Planar
+   primitives (rectangles, planes) are homographies of the image, tested from a few
+   per-(b, k) coefficients (``planar``) instead of a full ray intersection.
+3. ``hits``: with autograd, recompute the intersection for the winning primitive of each
+   foreground pixel only, into one typed per-pixel record (``Hits``: pixel, primitive,
+   depth, (u, v), shading factor).
+4. Shading: a gather-based bilinear texture sample (``textures.composite``, with per-pixel
+   mip levels from ``mipmap``) times the Lambert factor (``shading``), over the background
+   (``background``: a colour, a texture, or a pre-rendered layer with its depth).
+
+Soft edges (``edge_softness > 0``): ``silhouettes`` composites every primitive's coverage and
+colour front to back inside per-primitive pixel windows.
+
+Backends (hard edges, no mip-mapping): "eager" (default) is the chunked pipeline above;
+"dense" is one branch-free pass over all pixels with the K primitives unrolled (``dense``;
+for planar-only scenes ``fast``: a hand-written backward from what the forward keeps per
+pixel: per-pixel gradients, their sums per (b, k) as one batched matrix product,
+scatter-adds into the texels); "compile" runs "dense" through ``torch.compile`` (per-pixel
+values selected among few primitives instead of gathered, the (b, k) sums as fused masked
+sums, the texel scatter on blocks of images, one single-threaded scatter per CPU thread,
+``scatter``). All three give the same values and gradients (tests/diffcam/test_backends.py).
+On the CPU every backward is deterministic for a given thread count (index_add; the compiled
+scatters run without atomics, each block into its own buffer, summed in a fixed order); on
+CUDA the scatters use atomic adds, so their summation order may vary between runs.
+"""
+
+from .api import Lighting, RenderBuffers, render, render_buffers
+
+__all__ = ["render", "render_buffers", "Lighting", "RenderBuffers"]
