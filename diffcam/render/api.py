@@ -119,7 +119,9 @@ def render_buffers(
         lighting: optional :class:`Lighting` (Lambert shading); None = unlit texture colour.
         mipmap: trilinear mip-mapping with a per-pixel level from screen-space (u, v)
             differences (hard-edge path only), so that minified textures do not alias.
-        max_chunk_elements: bound on B * K * rows * W per chunk of the per-primitive passes.
+        max_chunk_elements: bound on B * K * rows * W per chunk of the per-primitive passes;
+            soft edges keep their per-sample graph for the backward up to about 32 such
+            chunks (1 GiB of float32 by default) and recompute it in the backward beyond.
         backend: "eager" (default; chunked, cache-friendly, no compilation), "dense" (one
             branch-free pass over all pixels) or "compile" (the dense pass through
             ``torch.compile``: fused loops, about 2-4x faster than eager for scenes of

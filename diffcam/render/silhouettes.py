@@ -25,6 +25,10 @@ from .shading import shade_at
 _SOFT_TAIL = {torch.float16: 10.0, torch.bfloat16: 10.0, torch.float32: 17.0, torch.float64: 37.0}
 
 
+_SAVED_PER_SAMPLE = 80  # elements a soft sample's graph keeps for the backward (about)
+_CHECKPOINT_CHUNKS = 32  # with the default max_chunk_elements (2**23): 1 GiB of float32
+
+
 def _soft(f: Frame, atlas, bg, sigma: float, max_chunk: int, w0):
     """Soft silhouettes, composited front to back over ``bg``; returns the colours (B*H*W, 3)
     and the primitives' accumulated opacity (B*H*W,).
@@ -69,8 +73,10 @@ def _soft_samples(f: Frame, windows, atlas, sigma: float, max_chunk: int, w0):
     f_mean = (0.5 * (f.fx + f.fy)).unsqueeze(1)
     fx1, fy1 = f.fx.unsqueeze(1), f.fy.unsqueeze(1)
     light = f.light
-    work = 16 * B * sum(hk * wk for _, _, hk, wk in windows.values())
-    use_ckpt = work > max_chunk and torch.is_grad_enabled()
+    # a sample's graph keeps about _SAVED_PER_SAMPLE elements for the backward: recompute
+    # them in the backward (checkpoint) only past _CHECKPOINT_CHUNKS chunks' worth
+    saved = _SAVED_PER_SAMPLE * B * sum(hk * wk for _, _, hk, wk in windows.values())
+    use_ckpt = saved > _CHECKPOINT_CHUNKS * max_chunk and torch.is_grad_enabled()
     texels = atlas.texels
 
     def piece(k, b0, b1, rows, cols, A, o, h, dxp, dyp, texels, uv_scale, w0c):
@@ -139,11 +145,38 @@ def _soft_samples(f: Frame, windows, atlas, sigma: float, max_chunk: int, w0):
 
 def _composite(samples, bg_flat, K: int):
     """Front-to-back compositing of the ``samples`` of ``_soft_samples`` over ``bg_flat``
-    (B*H*W, 3) on the union of their pixels -> colours (B*H*W, 3), coverage (B*H*W,)."""
+    (B*H*W, 3) on the union of their pixels -> colours (B*H*W, 3), coverage (B*H*W,).
+
+    Most pixels hold one primitive's sample: there the result is ``a c + (1 - a) bg`` with no
+    ordering; only pixels where windows overlap are sorted by depth (`_composite_sorted`).
+    """
     pid, slot, alpha_s, depth_s, color_s = samples
+    n_pix = bg_flat.shape[0]
+    with torch.no_grad():
+        single = torch.bincount(pid, minlength=n_pix)[pid] == 1
+    one = single.nonzero().squeeze(1)
+    p1, a1 = pid[one], alpha_s[one].unsqueeze(1)
+    out1 = a1 * color_s[one] + (1.0 - a1) * bg_flat[p1]
+    pixels, colours, coverages = [p1], [out1], [a1[:, 0]]
+    if one.numel() < pid.numel():
+        many = (~single).nonzero().squeeze(1)
+        pm, out_m, cover_m = _composite_sorted(
+            pid[many], slot[many], alpha_s[many], depth_s[many], color_s[many], bg_flat, K
+        )
+        pixels.append(pm)
+        colours.append(out_m)
+        coverages.append(cover_m)
+    q = torch.cat(pixels)
+    coverage = bg_flat.new_zeros(n_pix).index_copy(0, q, torch.cat(coverages))
+    return bg_flat.index_copy(0, q, torch.cat(colours)), coverage
+
+
+def _composite_sorted(pid, slot, alpha_s, depth_s, color_s, bg_flat, K: int):
+    """Samples (S,) of pixels that hold several, composited in depth order over ``bg_flat``:
+    the pixels' flat indices (N,), their colours (N, 3) and coverage (N,)."""
     dtype, device = bg_flat.dtype, bg_flat.device
     n_pix = bg_flat.shape[0]
-    # the union of the windows as a list of N flat pixels, and each sample's row in it
+    # the union of the pixels as a list of N flat pixels, and each sample's row in it
     mark = torch.zeros(n_pix, dtype=torch.bool, device=device)
     mark[pid] = True
     q = mark.nonzero().squeeze(1)
@@ -151,18 +184,19 @@ def _composite(samples, bg_flat, K: int):
     row_of[q] = torch.arange(q.numel(), device=device)
     at = (row_of[pid], slot)
     N = q.numel()
-    # a primitive not evaluated at a pixel: coverage 0, behind everything
+    # a primitive not evaluated at a pixel: coverage 0, behind everything; the order is
+    # piecewise constant, so the depths need no gradient
     alpha = torch.zeros(N, K, dtype=dtype, device=device).index_put(at, alpha_s)
-    depth = torch.full((N, K), _FAR, dtype=dtype, device=device).index_put(at, depth_s)
+    with torch.no_grad():
+        depth = torch.full((N, K), _FAR, dtype=dtype, device=device).index_put(at, depth_s)
+        order = depth.argsort(dim=1)
     color = torch.zeros(N, K, 3, dtype=dtype, device=device).index_put(at, color_s)
-    order = depth.argsort(dim=1)
     alpha = alpha.gather(1, order)
     color = color.gather(1, order.unsqueeze(-1).expand_as(color))
     trans = torch.cumprod(1.0 - alpha, dim=1)
     before = torch.cat([torch.ones_like(trans[:, :1]), trans[:, :-1]], 1)
     out = ((alpha * before).unsqueeze(-1) * color).sum(1) + trans[:, -1:] * bg_flat[q]
-    coverage = bg_flat.new_zeros(n_pix).index_copy(0, q, 1.0 - trans[:, -1])
-    return bg_flat.index_copy(0, q, out), coverage
+    return q, out, 1.0 - trans[:, -1]
 
 
 _FAR = 1e30  # depth of a primitive not evaluated at a pixel (sorts last; coverage 0 there)
