@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import diffcam  # noqa: E402
-from diffcam import swingup  # noqa: E402
+from diffcam.tasks import swingup  # noqa: E402
 
 
 def measure(observation: str, args) -> dict:

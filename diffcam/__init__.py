@@ -2,8 +2,6 @@
 
 from . import debug as debug
 from . import imaging as imaging
-from . import swingup as swingup
-from . import training as training
 from .camera import PinholeCamera as PinholeCamera
 from .errors import SceneError as SceneError
 from .fit import FitError as FitError

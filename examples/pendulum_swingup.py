@@ -12,7 +12,7 @@ Training resumes from ``--out``/checkpoint.pt when there is one (``--no-resume``
 touch an existing run) and ends by writing policy.pt, learning_curve.png and swingup.mp4 there,
 then prints one JSON line. Copy policy.pt to examples/weights/pendulum_swingup_pixels.pt (or
 ..._state.pt) to ship it. ``--evaluate`` prints a JSON line with success_rate, starts,
-upright_seconds_min and training_episodes (see diffcam.swingup.evaluate for the definitions).
+upright_seconds_min and training_episodes (see diffcam.tasks.swingup.evaluate for the definitions).
 
 The defaults are the recipe measured here (README, "Swing-up from pixels"): gradient decay 0.9
 per physics step (a short horizon: with 0.99 BPTT stalls on a swinging plateau, loss ~1.3),
@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import diffcam  # noqa: E402
-from diffcam import swingup, training  # noqa: E402
+from diffcam.tasks import swingup, training  # noqa: E402
 
 SCENE = ROOT / "scenes" / "pendulum_cart.toml"
 

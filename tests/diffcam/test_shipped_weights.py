@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import diffcam
-from diffcam import swingup
+from diffcam.tasks import swingup
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENE = ROOT / "scenes" / "pendulum_cart.toml"

@@ -9,7 +9,7 @@ import torch
 
 import diffcam
 import physics
-from diffcam import swingup
+from diffcam.tasks import swingup
 from physics.joints import equality_rows, joint_frames
 
 SCENE = Path(__file__).resolve().parents[2] / "scenes" / "pendulum_cart.toml"

@@ -28,9 +28,9 @@ from tqdm import tqdm
 
 import physics
 
-from ._safe import safe_norm
-from .errors import SceneError
-from .policy import PixelPolicy, PolicyRollout, StatePolicy, pixel_observer, policy_rollout
+from .._safe import safe_norm
+from ..errors import SceneError
+from ..policy import PixelPolicy, PolicyRollout, StatePolicy, pixel_observer, policy_rollout
 
 __all__ = [
     "STATE_FEATURES",
@@ -642,7 +642,7 @@ def load_policy(path: str | Path, max_action: float, train_command: str = "") ->
         if not isinstance(payload, dict) or key not in payload:
             raise ValueError(
                 f"{path}: not a swing-up policy file (no {key!r} entry); expected "
-                "a file written by diffcam.swingup.save_policy"
+                "a file written by diffcam.tasks.swingup.save_policy"
             )
     try:
         config = SwingUpConfig(**payload["config"])
@@ -691,7 +691,7 @@ def evaluate(
         min / mean over starts), ``hanging_upright_seconds`` (the hanging start's),
         ``swing_up_seconds_max``, ``upright_fraction_mean``, ``seconds``, ``threshold_rad``.
     """
-    from . import load_scene, write_video
+    from .. import load_scene, write_video
 
     # Eager physics: a compiled step would first compile for this batch size (minutes); the
     # eager step costs about as much without gradients.
@@ -772,7 +772,7 @@ def time_iteration(episodes: SwingUpEpisodes, starts: torch.Tensor, repeats: int
         backward_{render,policy,physics,recompute,other,total}, plus counts (control_steps,
         steps).
     """
-    from .profiling import Stopwatch, TimedModule, TimedScene, backward_seconds
+    from ..profiling import Stopwatch, TimedModule, TimedScene, backward_seconds
 
     watch = Stopwatch()
     policy = TimedModule(episodes.policy, watch, "policy")

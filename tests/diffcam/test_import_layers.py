@@ -1,0 +1,67 @@
+"""What an import loads: tasks and opt-in utilities stay out of `import diffcam`, and the layers
+below do not reach up (physics knows nothing of diffcam; the renderer knows nothing of physics).
+
+Every check runs in a fresh interpreter so that no earlier import leaks into it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+
+def loaded_after(code: str) -> set[str]:
+    """The names in ``sys.modules`` after running ``code`` in a fresh Python process."""
+    script = textwrap.dedent(code) + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return set(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+OPT_IN = {
+    "diffcam.tasks",
+    "diffcam.tasks.swingup",
+    "diffcam.tasks.training",
+    "diffcam.profiling",
+    "diffcam.plot",
+    "diffcam.allocator",
+}
+
+
+def test_import_diffcam_leaves_out_tasks_and_utilities():
+    loaded = loaded_after("import diffcam")
+    assert "diffcam" in loaded
+    assert not OPT_IN & loaded, f"import diffcam loaded {sorted(OPT_IN & loaded)}"
+
+
+def test_import_physics_loads_no_diffcam():
+    loaded = loaded_after("import physics")
+    assert "physics" in loaded
+    assert not {m for m in loaded if m == "diffcam" or m.startswith("diffcam.")}
+
+
+def test_renderer_does_not_load_physics():
+    # `import diffcam.render` runs diffcam/__init__.py first, which loads the scene layer and so
+    # physics. The renderer itself must not: import it under a bare `diffcam` package.
+    loaded = loaded_after(
+        """
+        import importlib.util, sys, types
+        spec = importlib.util.find_spec("diffcam")
+        package = types.ModuleType("diffcam")
+        package.__path__ = list(spec.submodule_search_locations)
+        sys.modules["diffcam"] = package
+        import diffcam.render
+        """
+    )
+    assert "diffcam.render" in loaded
+    assert "physics" not in loaded
+    assert not {m for m in loaded if m.startswith("physics.")}
+
+
+def test_tasks_import_explicitly():
+    loaded = loaded_after("from diffcam.tasks import swingup, training")
+    assert {"diffcam.tasks.swingup", "diffcam.tasks.training", "diffcam.plot"} <= loaded
