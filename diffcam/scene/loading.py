@@ -1,0 +1,78 @@
+"""Loading a scene file: `read_scene_file` parses the TOML, `load_scene` validates it (with
+overrides) and builds the `Scene`."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import SceneError
+from .paths import SCENES_DIR
+from .scene import Scene
+from .validate import validate_scene
+
+
+def read_scene_file(path: str | Path) -> dict:
+    """Parse a TOML scene file into a dict (raises `SceneError` for a missing/bad file)."""
+    p = Path(path)
+    if not p.exists():
+        hint = ""
+        if not p.is_absolute() and (SCENES_DIR / p.name).is_file():
+            hint = f" (a bundled scene of that name is {SCENES_DIR / p.name})"
+        raise SceneError(f"no such scene file{hint}", file=str(path))
+    if not p.is_file():
+        raise SceneError("not a file", file=str(path))
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SceneError(f"cannot read the file ({e})", file=str(path)) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SceneError(f"invalid TOML: {e}", file=str(path)) from None
+
+
+def load_scene(
+    path: str | Path,
+    batch_size: int = 1,
+    device=None,
+    dtype: torch.dtype = torch.float32,
+    overrides: Mapping[str, Any] | None = None,
+) -> Scene:
+    """Load a TOML scene file (DESIGN.md section 6) into a `Scene`.
+
+    Args:
+        path: the scene file.
+        batch_size: B, the number of worlds simulated and rendered together.
+        device: where tensors live (default: CPU, or the device of tensor overrides).
+        dtype: float32 (default) or float64.
+        overrides: key path -> number, list or tensor (may require grad; shape of the key or
+            (B, ...) with one value per batch element). See the `diffcam.scene` docstring.
+
+    Raises:
+        SceneError: anything wrong with the file, its textures or the overrides.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise SceneError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise SceneError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+    if device is None and overrides:
+        for v in overrides.values():
+            if isinstance(v, torch.Tensor):
+                device = v.device
+                break
+    data = read_scene_file(path)
+    config = validate_scene(
+        data,
+        file=str(path),
+        base_dir=Path(path).resolve().parent,
+        batch_size=batch_size,
+        overrides=overrides,
+    )
+    scene = Scene(config, batch_size=batch_size, device=device, dtype=dtype)
+    scene._source = (data, Path(path).resolve().parent, dict(overrides or {}))
+    return scene

@@ -1,0 +1,237 @@
+"""`Scene`: a loaded scene file, stepped with `physics` and drawn with `diffcam.render`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from ..errors import SceneError
+from . import rendering
+from .build import build_camera, build_lighting, build_primitives, build_world, load_textures
+from .describe import describe
+from .validate import SceneConfig, validate_scene
+
+
+class Scene:
+    """A loaded scene: the physics world, the camera, textures and what each body looks like.
+
+    Attributes:
+        path: the scene file.
+        config: the validated `SceneConfig`.
+        world: the `physics.World`.
+        camera: the `diffcam.PinholeCamera` (its parameters may require grad).
+        textures: dict name -> (3, Ht, Wt) tensor.
+        primitives: list of `diffcam.Primitive`, one per body in state order.
+        background: (3,) colour or (3, Ht, Wt) texture.
+        body_names, actuator_names: lists of str (state order, action-column order).
+        batch_size, dtype, device, timestep.
+
+    Rendering keeps the static bodies' pre-rendered layer in a one-entry cache (see `render`).
+    """
+
+    def __init__(self, config: SceneConfig, batch_size: int, device, dtype):
+        self.config = config
+        self.path = config.file
+        self.batch_size = batch_size
+        self.dtype = dtype
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+
+        def tensor(v):
+            if isinstance(v, torch.Tensor):
+                return v.to(device=self.device, dtype=dtype)
+            return torch.as_tensor(v, device=self.device, dtype=dtype)
+
+        self.textures = load_textures(config, tensor, self.device, dtype)
+        self.world, self.spec = build_world(config, tensor, batch_size, self.device, dtype)
+        self.body_names = list(self.world.body_names)
+        self.actuator_names = list(self.world.actuator_names)
+        self.timestep = float(config.world.get("timestep", self.spec.timestep))
+        self.camera = build_camera(config.camera, tensor)
+        self.lighting = build_lighting(config.light, tensor)
+        bg = config.camera.get("background", [0.9, 0.9, 0.9])
+        self.background = self.textures[bg] if isinstance(bg, str) else tensor(bg)
+        self.primitives = build_primitives(config.bodies, self.textures, tensor)
+        self._static = [i for i, st in enumerate(self.world.is_static) if st]
+        self._dynamic = [i for i, st in enumerate(self.world.is_static) if not st]
+        self._layer_cache: rendering._StaticLayer | None = None
+        # (raw file data, base folder, overrides): set by `load_scene`, for `with_overrides`
+        self._source: tuple | None = None
+
+    # ----------------------------------------------------------------- simulation
+    @property
+    def n_actuators(self) -> int:
+        return len(self.actuator_names)
+
+    def initial_state(self):
+        """The state of the file (with overrides): a `physics.State` of batch ``batch_size``."""
+        import physics
+
+        return physics.initial_state(self.world)
+
+    def step(self, state, action=None, compile: bool = False):
+        """One physics step; ``action`` (B, n_actuators) in `actuator_names` order, or None.
+
+        ``compile``: step through `physics.compiled_step` (torch.compile; the first call per
+        dtype and grad mode compiles, then a small world's step is several times faster)."""
+        import physics
+
+        if compile:
+            return physics.compiled_step(self.world.dtype)(self.world, state, action)
+        return physics.step(self.world, state, action)
+
+    def rollout(self, steps: int, policy: Callable | None = None, state=None, **kwargs):
+        """``steps`` steps from ``state`` (default: the initial state).
+
+        Returns a `physics.State` with a leading time axis (steps + 1, B, ...); ``policy(state, t)``
+        returns the action. Keyword arguments go to `physics.rollout` (``checkpoint_every``...).
+        """
+        import physics
+
+        if state is None:
+            state = self.initial_state()
+        return physics.rollout(self.world, state, steps, policy=policy, **kwargs)
+
+    # ----------------------------------------------------------------- rendering
+    def _poses(self, state):
+        rot, pos = state.rotation, state.position
+        if rot.dim() != 4 or pos.dim() != 3:
+            raise ValueError(
+                "Scene.render expects one state with rotation (B, N, 3, 3) and position "
+                f"(B, N, 3); got {tuple(rot.shape)} and {tuple(pos.shape)} (for a trajectory, "
+                "index its time axis first)"
+            )
+        return rot, pos
+
+    def render(
+        self,
+        state,
+        edge_softness: float = 0.0,
+        supersample: int = 1,
+        static_cache: bool = True,
+        **kwargs,
+    ):
+        """Draw every body at the state's pose: (B, 3, H, W) in [0, 1], differentiable.
+
+        Keyword arguments go to `diffcam.render` (e.g. ``mipmap``, ``backend``; ``lighting``
+        replaces the file's ``[light]``, ``background`` the camera's background).
+
+        Static bodies are drawn once into a cached layer (image and depth) that only the
+        moving bodies are rendered over, when that is safe: the camera, the light, the
+        background and the static bodies' sizes, textures, colours and file poses do not
+        require grad (the layer is re-drawn when any of them, the static poses in ``state``,
+        the resolution, ``supersample``, ``edge_softness``, ``mipmap``, dtype or device
+        change). With hard edges the result equals the full render, gradients included,
+        except that the state's *static* rows get no gradient (static bodies do not move;
+        to differentiate with respect to their poses, pass ``static_cache=False``). With
+        ``edge_softness > 0`` the static layer is soft-edged on its own and then is the
+        opaque back of the moving bodies, so where a static silhouette's soft band meets a
+        moving body the result differs slightly from the full soft render.
+        """
+        return self._render(
+            state, static_cache, False, edge_softness=edge_softness, supersample=supersample,
+            **kwargs,
+        ).image  # fmt: skip
+
+    def render_trajectory(self, trajectory, every: int = 1, **kwargs) -> torch.Tensor:
+        """Render a rollout (a State with a time axis, (T, B, ...)) every ``every`` steps.
+
+        Returns (T', B, 3, H, W) with T' = ceil(T / every); keyword arguments as in `render`.
+        """
+        import physics
+
+        if trajectory.position.dim() != 4:
+            raise ValueError(
+                "render_trajectory expects a trajectory with position (T, B, N, 3), got "
+                f"{tuple(trajectory.position.shape)}"
+            )
+        frames = []
+        for t in range(0, trajectory.position.shape[0], every):
+            state = physics.State(*(x[t] for x in trajectory.tensors()))
+            frames.append(self.render(state, **kwargs))
+        return torch.stack(frames)
+
+    def render_buffers(self, state, static_cache: bool = True, **kwargs):
+        """Image, depth (B, 1, H, W) and object id (B, H, W; -1 = background, else body index).
+
+        Keyword arguments and the static layer cache as in `render`.
+        """
+        return self._render(state, static_cache, True, **kwargs)
+
+    def _render(self, state, static_cache: bool, want_ids: bool, **kwargs):
+        """`diffcam.render_buffers` of the whole scene, over the cached static layer if it
+        applies; the object ids are those of the scene's bodies only when ``want_ids``."""
+        from ..render import render_buffers
+
+        kwargs.setdefault("lighting", self.lighting)
+        kwargs.setdefault("background", self.background)
+        rot, pos = self._poses(state)
+        layer = rendering.static_layer(self, rot, pos, kwargs) if static_cache else None
+        if layer is None:
+            return render_buffers(self.camera, self.primitives, rot, pos, **kwargs)
+        kwargs.pop("background")
+        dyn = self._dynamic
+        out = render_buffers(
+            self.camera, [self.primitives[i] for i in dyn], rot[:, dyn], pos[:, dyn],
+            background=layer.image, background_depth=layer.depth, **kwargs,
+        )  # fmt: skip
+        # what the static bodies cover shows behind what the moving ones leave uncovered
+        out = out._replace(coverage=out.coverage + (1.0 - out.coverage) * layer.coverage)
+        if not want_ids:
+            return out
+        moving = out.object_id
+        ids = torch.tensor(dyn, device=moving.device)[moving.clamp(min=0)]
+        return out._replace(object_id=torch.where(moving >= 0, ids, layer.object_id))
+
+    def render_states(self, states, frames_per_call: int = 16, window=None, **kwargs):
+        """Render a stack of states, e.g. the frames of a video: `RenderBuffers` whose tensors
+        have two leading axes (M, B, ...).
+
+        Args:
+            states: a `physics.State` of (M, B, N, ...) tensors (M frames of the B worlds).
+            frames_per_call: frames drawn per renderer call (memory and speed only).
+            window: optional (origins (M, B, 2) long, (h, w)): draw only the h x w pixels from
+                row, column ``origins`` of each image (any origin, even outside the image).
+            kwargs: as in `render` (``edge_softness``, ``background``, ...).
+
+        One world (B = 1) draws its frames as one batch over the static layer cache; several
+        worlds, or windows, draw their frames together with the camera and the bodies' sizes
+        repeated per frame (a world's parameters may differ from the others', e.g. a
+        forward-mode Jacobian's columns), without the static layer.
+        """
+        return rendering.render_states(self, states, frames_per_call, window, **kwargs)
+
+    def project_bodies(self, state) -> torch.Tensor:
+        """(B, N, 2) continuous pixel coordinates (x, y) of every body's centre."""
+        return self.camera.project(state.position)
+
+    # ----------------------------------------------------------------- variants
+    def with_overrides(self, overrides: Mapping[str, Any], batch_size: int | None = None):
+        """The same scene file with (more) overrides, without reading the file again: a new
+        `Scene` (the overrides given at load time stay unless replaced)."""
+        if self._source is None:
+            raise SceneError(
+                "with_overrides needs a scene made by load_scene (it keeps the file's data)",
+                file=self.path,
+            )
+        data, base_dir, base = self._source
+        merged = {**base, **overrides}
+        batch = self.batch_size if batch_size is None else batch_size
+        config = validate_scene(
+            data, file=self.path, base_dir=base_dir, batch_size=batch, overrides=merged
+        )
+        scene = Scene(config, batch_size=batch, device=self.device, dtype=self.dtype)
+        scene._source = (data, base_dir, merged)
+        return scene
+
+    # ----------------------------------------------------------------- description
+    def summary(self) -> str:
+        """A human-readable description (what ``diffcam check`` prints)."""
+        return describe(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"Scene({self.path!r}, batch_size={self.batch_size}, bodies={self.body_names}, "
+            f"actuators={self.actuator_names})"
+        )
