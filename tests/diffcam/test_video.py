@@ -83,7 +83,7 @@ def test_atomic_no_partial_file_on_crash(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("crash while encoding")
 
-    monkeypatch.setattr(video, "_write_mp4", boom)
+    monkeypatch.setattr(video.writing, "_write_mp4", boom)
     with pytest.raises(RuntimeError):
         diffcam.write_video(tmp_path / "x.mp4", _frames(t=2), fps=5)
     assert list(tmp_path.iterdir()) == []

@@ -154,13 +154,13 @@ def test_variable_frame_rate_times(tmp_path):
 def _spy_plans(monkeypatch) -> list:
     """Record the seek plan of every decode pass."""
     plans = []
-    real = video_mod._decode
+    real = video_mod.reading._decode
 
     def spy(*args, **kwargs):
         plans.append(kwargs["plan"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(video_mod, "_decode", spy)
+    monkeypatch.setattr(video_mod.reading, "_decode", spy)
     return plans
 
 
@@ -217,14 +217,14 @@ def test_seek_that_misses_falls_back_to_decoding_from_the_start(clip, monkeypatc
     path, _ = clip
     ref = read_video(path, frames=(20, 30))
     plans = _spy_plans(monkeypatch)
-    real_scan = video_mod._scan_for_seek
+    real_scan = video_mod.reading._scan_for_seek
 
     def wrong_plan(p, sel):
         plan = real_scan(p, sel)
         plan.target_pts += 1  # a timestamp no frame has: the landing check fails
         return plan
 
-    monkeypatch.setattr(video_mod, "_scan_for_seek", wrong_plan)
+    monkeypatch.setattr(video_mod.reading, "_scan_for_seek", wrong_plan)
     v = read_video(path, frames=(20, 30))
     assert len(plans) == 2 and plans[0] is not None and plans[1] is None
     assert torch.equal(v.frames, ref.frames) and torch.equal(v.frame_indices, ref.frame_indices)
@@ -374,10 +374,10 @@ def test_rotation_metadata_is_applied(tmp_path, degrees):
     assert len(matrices) == 1
     old_frame = SimpleNamespace(side_data=[_Bytes(matrices[0])])
     no_tag = SimpleNamespace(metadata={})
-    got = video_mod._rotation_degrees(old_frame, no_tag)
+    got = video_mod.frames._rotation_degrees(old_frame, no_tag)
     assert round(got / 90) % 4 == quarter
     tagged = SimpleNamespace(metadata={"rotate": str(-degrees % 360)})
-    got = video_mod._rotation_degrees(SimpleNamespace(side_data=[]), tagged)
+    got = video_mod.frames._rotation_degrees(SimpleNamespace(side_data=[]), tagged)
     assert round(got / 90) % 4 == quarter
 
 

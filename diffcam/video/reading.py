@@ -1,0 +1,327 @@
+"""`read_video`: stream a video file through PyAV into a `Video`, one frame at a time."""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from fractions import Fraction
+from typing import Any
+
+import torch
+
+from .buffer import _allocate, _estimate_count, _Output
+from .container import _declared_end, _declared_frames, _decoded_frames, _fps, _open, _video_stream
+from .errors import VideoError
+from .frames import _geometry, _store, _upright_rgb
+from .record import Video
+from .seek import _scan_for_seek, _SeekMissed, _SeekPlan
+from .selection import (
+    _TIME_EPS,
+    _check_crop_form,
+    _empty_selection,
+    _parse_selection,
+    _parse_size,
+    _Selection,
+)
+
+
+def read_video(
+    path: str | os.PathLike,
+    *,
+    size: int | tuple[int | None, int | None] | None = None,
+    crop: tuple[int, int, int, int] | None = None,
+    frames: tuple[int, int | None] | slice | None = None,
+    seconds: tuple[float, float | None] | None = None,
+    stride: int = 1,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+    progress: bool = False,
+    allow_truncated: bool = False,
+) -> Video:
+    """Read a video file into a `Video`, streaming: one full-resolution frame at a time.
+
+    Each decoded frame is converted to RGB (grey sources are replicated, an alpha channel
+    is dropped), turned upright, cropped, converted to ``dtype`` in [0, 1] and resized, and
+    only the result is stored. Peak memory is the output plus a few full-resolution frames
+    (and briefly twice the output when the container does not tell the frame count, so the
+    output grows in chunks that are joined at the end). On the CPU this per-frame work runs
+    on one torch thread, beside FFmpeg's decoding threads; the previous
+    ``torch.get_num_threads()`` is restored on return.
+
+    Args:
+        path: the video file (anything FFmpeg reads: MP4/MOV, MKV/WebM, AVI, GIF, ...).
+        size: output (width, height) in pixels; a single int is the output width, the
+            height following the (cropped) aspect ratio, rounded; ``(width, None)`` or
+            ``(None, height)`` likewise; None keeps the (cropped) source size. Shrinking
+            averages pixels (see `resize_frames`); it never just picks pixels.
+        crop: (x, y, width, height) in upright source pixels, cut out before resizing; it
+            must lie inside the frame.
+        frames: (start, stop) frame indices, stop exclusive and None for the end, or a
+            ``slice`` (its step, if any, is the stride). A stop past the end reads to the
+            end, as Python slicing does.
+        seconds: (t0, t1): the frames whose presentation time t (from the first frame)
+            satisfies t0 <= t < t1 (to within 1 microsecond); t1 None reads to the end.
+            Give at most one of ``frames`` and ``seconds``.
+        stride: keep every stride-th frame of the selected range, starting with its first.
+        dtype: floating dtype of ``frames`` (the arithmetic is float32, or float64 for
+            float64).
+        device: device of ``frames``; frames are converted and resized there.
+        progress: show a tqdm bar.
+        allow_truncated: for a file that ends early or is damaged part way (see below),
+            warn and return the frames read up to the damage instead of raising.
+
+    Returns:
+        a `Video`: ``frames`` (T, 3, H, W), ``times`` (T,) float64 seconds from the stream's
+        first frame, taken from the container's presentation timestamps (exact for variable
+        frame rate), ``frame_indices`` (T,) int64, ``fps``, ``source_size``, ``crop``, ``path``.
+
+    Rotation: phones store portrait video as landscape frames plus a display matrix
+    (rotation metadata). It is applied (in multiples of 90 degrees, the nearest one), so
+    frames are upright as a player shows them; ``source_size`` and ``crop`` are in upright
+    pixels. Mirroring in the matrix is not applied.
+
+    Seeking: a selection that does not start at the first frame first reads the packets
+    (without decoding them, which is cheap) from the start up to the first wanted frame, to
+    find its presentation time and index exactly, then seeks to the keyframe at or before it
+    and decodes forward from there, dropping the frames before it. If the decoder does not
+    land where the packets said, the clip is decoded from the start instead. Decoding stops
+    after the last wanted frame.
+
+    Timestamps: ``times`` are the container's presentation timestamps. A stream without
+    any (e.g. a raw .h264 file) gets ``frame index / fps``, with a warning.
+
+    Truncated or damaged files raise `VideoError` (unless ``allow_truncated``) naming how
+    many frames were readable: FFmpeg failing part way (reading stops at the first error),
+    or the stream ending clearly before the frame count or length its header declares. Only
+    a selection that reaches the damage is affected. An MP4 cut before its index (the
+    'moov' atom) was written cannot be opened at all and always raises.
+
+    Raises:
+        VideoError: missing or unreadable file, no video stream, an invalid argument, a
+            selection with no frames (the message gives the frame count or time span), or
+            a truncated file.
+    """
+    p = os.fspath(path)
+    sel = _parse_selection(frames, seconds, stride, p)
+    out_size = _parse_size(size, p)
+    crop = _check_crop_form(crop, p)
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise VideoError(
+            "must be a floating torch dtype (frames are in [0, 1])",
+            path=p,
+            argument=f"dtype={dtype!r}",
+        )
+    try:
+        device = torch.device("cpu") if device is None else torch.device(device)
+    except (RuntimeError, TypeError):
+        raise VideoError(
+            "is not a torch device; give e.g. 'cpu' or 'cuda'",
+            path=p,
+            argument=f"device={device!r}",
+        ) from None
+    if not os.path.exists(p):
+        raise VideoError("no such file; check the path", path=p)
+    if os.path.isdir(p):
+        raise VideoError("is a directory, not a video file", path=p)
+
+    plan = None if sel.from_first else _scan_for_seek(p, sel)
+    args = (p, sel, out_size, crop, dtype, device, progress, allow_truncated)
+    with _one_torch_thread(device):
+        try:
+            return _decode(*args, plan=plan)
+        except _SeekMissed:
+            return _decode(*args, plan=None)
+
+
+@contextmanager
+def _one_torch_thread(device: torch.device) -> Iterator[None]:
+    """Per-frame work on the CPU runs on one torch thread: the operations are small and run
+    beside FFmpeg's decoding threads, and more threads oversubscribe the cores and thrash."""
+    if device.type != "cpu":
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _decode(
+    path: str,
+    sel: _Selection,
+    size: tuple[int | None, int | None] | None,
+    crop: tuple[int, int, int, int] | None,
+    dtype: torch.dtype,
+    device: torch.device,
+    progress: bool,
+    allow_truncated: bool,
+    *,
+    plan: _SeekPlan | None,
+) -> Video:
+    """One decode pass (from the start, or from ``plan``'s keyframe)."""
+    from tqdm.auto import tqdm
+
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    with _open(path) as container:
+        stream = _video_stream(container, path)
+        stream.thread_type = "AUTO"  # frame + slice threads
+        tb: Fraction = stream.time_base
+        fps = _fps(stream)
+        declared = _declared_frames(stream)
+        estimate = _estimate_count(sel, declared, container, stream, fps)
+        if plan is not None:
+            container.seek(plan.seek_ts, stream=stream, backward=True, any_frame=False)
+        first_pts = None if plan is None else plan.first_pts
+        index = -1 if plan is None else plan.start_index - 1  # index of the last frame seen
+        in_range = 0  # frames seen inside the selected range
+        last_pts = None
+        kept_times: list[float] = []
+        kept_index: list[int] = []
+        source_size = None
+        out: _Output | None = None
+        geom: tuple[int, int, tuple[int, int]] | None = None
+        state: dict[str, Any] = {"packets": 0, "failure": None, "end_pts": None}
+        reached_end = True
+        untimed = False
+        bar = tqdm(
+            total=estimate or None,
+            disable=not progress,
+            desc=os.path.basename(path),
+            unit="frame",
+            leave=False,
+        )
+        frames = _decoded_frames(container, stream, state)
+        try:
+            for frame in frames:
+                pts = frame.pts
+                if plan is not None and index < plan.start_index:
+                    # after the seek: skip to the first wanted frame, checking the landing
+                    if pts is None or pts > plan.target_pts:
+                        raise _SeekMissed
+                    if pts < plan.target_pts:
+                        continue
+                index += 1
+                if pts is None:  # no timestamps (e.g. a raw H.264 stream): assume a constant rate
+                    pts_time = index / fps
+                    if not untimed:
+                        untimed = True
+                        warnings.warn(
+                            f"read_video: {path}: the stream has no timestamps; times are "
+                            f"frame index / {fps:g} fps",
+                            stacklevel=3,
+                        )
+                else:
+                    if first_pts is None:
+                        first_pts = pts
+                    pts_time = (pts - first_pts) * tb.numerator / tb.denominator
+                    last_pts = pts
+                if sel.by_time:
+                    if pts_time < sel.t0 - _TIME_EPS:
+                        continue
+                    if sel.t1 is not None and pts_time >= sel.t1 - _TIME_EPS:
+                        reached_end = False
+                        break
+                else:
+                    if index < sel.start:
+                        continue
+                    if sel.stop is not None and index >= sel.stop:
+                        reached_end = False
+                        break
+                in_range += 1
+                if (in_range - 1) % sel.stride:
+                    continue
+                img = _upright_rgb(frame, stream)
+                if source_size is None:
+                    source_size = (int(img.shape[2]), int(img.shape[1]))
+                    geom = _geometry(path, source_size, crop, size)
+                    out = _allocate(path, estimate, (3, geom[1], geom[0]), dtype, device)
+                elif (int(img.shape[2]), int(img.shape[1])) != source_size:
+                    raise VideoError(
+                        f"the frame size changes from {source_size[0]}x{source_size[1]} to "
+                        f"{img.shape[2]}x{img.shape[1]} at frame {index}; read the parts "
+                        "separately with frames=",
+                        path=path,
+                    )
+                _store(img, crop, geom, work, device, out.slot())  # type: ignore[union-attr,arg-type]
+                kept_times.append(pts_time)
+                kept_index.append(index)
+                bar.update(1)
+        finally:
+            frames.close()
+            bar.close()
+        failure = state["failure"]
+        if failure is None and reached_end:
+            end_pts = state["end_pts"] if state["end_pts"] is not None else last_pts
+            failure = _shortfall(
+                container, stream, plan, state["packets"], declared, end_pts, first_pts
+            )
+    if failure is not None:
+        if kept_times:
+            got = (
+                f"{len(kept_times)} selected frames (stream frames {kept_index[0]} to "
+                f"{kept_index[-1]}, up to {kept_times[-1]:.3f} s) were readable"
+            )
+        else:
+            got = f"no selected frame was readable ({index + 1} frames were decoded)"
+        reason = f"the video is truncated or damaged: {failure}; {got}"
+        if not allow_truncated or not kept_times:
+            raise VideoError(
+                f"{reason}. Re-copy or re-export the file, or pass allow_truncated=True to "
+                "keep the readable frames",
+                path=path,
+            )
+        warnings.warn(f"read_video: {path}: {reason}", stacklevel=3)
+    if not kept_times:
+        if not reached_end:  # a time range that falls between two frames
+            gap = f"{1 / fps:.6g} s" if math.isfinite(fps) and fps > 0 else "unknown"
+            raise VideoError(
+                "selects no frames: no frame's presentation time lies in that range (frames "
+                f"are about {gap} apart); widen the range",
+                path=path,
+                argument=sel.label,
+            )
+        raise _empty_selection(path, sel, index + 1, _last_time(last_pts, first_pts, tb))
+    return Video(
+        frames=out.finish(),  # type: ignore[union-attr]
+        times=torch.tensor(kept_times, dtype=torch.float64),
+        fps=fps,
+        source_size=source_size,  # type: ignore[arg-type]
+        crop=crop,
+        frame_indices=torch.tensor(kept_index, dtype=torch.long),
+        path=path,
+    )
+
+
+def _last_time(last_pts: int | None, first_pts: int | None, tb: Fraction) -> float:
+    if last_pts is None or first_pts is None:
+        return 0.0
+    return float((last_pts - first_pts) * tb)
+
+
+def _shortfall(
+    container,
+    stream,
+    plan: _SeekPlan | None,
+    packets: int,
+    declared: int,
+    end_pts: int | None,
+    first_pts: int | None,
+) -> str | None:
+    """Why the stream, read to its end (``end_pts``: where its last frame ends), looks cut
+    short, or None."""
+    if plan is None and declared and packets < declared:
+        return f"it holds {packets} of the {declared} frames its header declares"
+    end = _declared_end(container, stream)
+    if end is None or end_pts is None or first_pts is None:
+        return None
+    got = float((end_pts - first_pts) * stream.time_base)
+    fps = _fps(stream)
+    slack = max(0.5, 3.0 / fps) if math.isfinite(fps) and fps > 0 else 0.5
+    if got + slack < end:
+        return f"its frames end at {got:.3f} s but its header declares {end:.3f} s"
+    return None
