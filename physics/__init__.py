@@ -7,6 +7,7 @@ trajectory = physics.rollout(world, state, steps, policy=..., checkpoint_every=k
 """
 
 from .articulated import ReducedCoordinatesError
+from .build import build_world
 from .contacts import find_contacts
 from .interpolate import states_at
 from .joints import JointFrames, axis_rows, joint_frames, joint_positions
@@ -22,7 +23,7 @@ from .rollout import (
 from .spec import Body, Joint, ModelError, Motor, WorldSpec
 from .state import State
 from .step import step
-from .world import World, build_world, initial_state
+from .world import World, initial_state
 
 __all__ = [
     "JointFrames",

@@ -3,12 +3,9 @@ both formulations."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-if TYPE_CHECKING:
-    from .world import World
+from .world import World
 
 Tensor = torch.Tensor
 

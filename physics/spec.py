@@ -20,7 +20,64 @@ Number = Any  # float | Sequence[float] | torch.Tensor
 
 
 class ModelError(ValueError):
-    """An invalid model: the message names the body or joint, the field and what is accepted."""
+    """An invalid model: the message names the body or joint, the field and what is accepted.
+
+    The model rules (`physics.rules`) also say where the mistake is, so that a loader can name
+    it in its own terms (the scene loader says ``joints.rail.limits`` in the file):
+
+    Attributes:
+        reason: what is wrong.
+        accepted: what would be accepted, or None.
+        section: "bodies", "joints" or "world", or None when the error is about no one item.
+        index: the body's or joint's position in its list of the `WorldSpec`, or None.
+        name: the body's or joint's name, or None.
+        field: the key of the item that is wrong ("limits", "child", "static"), or None.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        accepted: str | None = None,
+        section: str | None = None,
+        index: int | None = None,
+        name: str | None = None,
+        field: str | None = None,
+    ):
+        self.reason = reason
+        self.accepted = accepted
+        self.section = section
+        self.index = index
+        self.name = name
+        self.field = field
+        super().__init__(self._format())
+
+    @property
+    def key(self) -> str | None:
+        """The key path in the `WorldSpec`: ``joints[2].limits``, ``bodies[0].static``, or None."""
+        if self.section is None:
+            return None
+        item = self.section if self.index is None else f"{self.section}[{self.index}]"
+        return item if self.field is None else f"{item}.{self.field}"
+
+    def _format(self) -> str:
+        message = self.reason
+        if self.key is not None:
+            kind = {"bodies": "body", "joints": "joint"}.get(self.section, self.section)
+            if self.name is not None:
+                message = f"{kind} {self.name!r}: {message}"
+            message += f" (at {self.key})"
+        if self.accepted:
+            message += f" (accepted: {self.accepted})"
+        return message
+
+    def __reduce__(self):  # pickling (multiprocessing) passes the keywords back
+        keywords = {k: getattr(self, k) for k in ("accepted", "section", "index", "name", "field")}
+        return (_rebuild_model_error, (type(self), self.reason, keywords))
+
+
+def _rebuild_model_error(kind: type, reason: str, keywords: dict) -> ModelError:
+    return kind(reason, **keywords)
 
 
 @dataclass

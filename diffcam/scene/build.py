@@ -15,7 +15,7 @@ import torch
 from ..errors import SceneError
 from .assets import _resolve_texture, load_texture
 from .schema import _DEFAULT_COLOR
-from .validate import SceneConfig
+from .validate import SceneConfig, scene_key
 
 ToTensor = Callable[[Any], torch.Tensor]
 
@@ -72,7 +72,10 @@ def build_world(config: SceneConfig, tensor: ToTensor, batch_size: int, device, 
             accepted='"maximal" (the default), or change the model as the reason says',
         ) from None
     except physics.ModelError as e:
-        raise SceneError(f"invalid model: {e}", file=config.file) from None
+        key = scene_key(e)
+        if key is None:
+            raise SceneError(f"invalid model: {e}", file=config.file) from None
+        raise SceneError(e.reason, file=config.file, key=key, accepted=e.accepted) from None
     return world, spec
 
 

@@ -1,8 +1,9 @@
 """Validation: a parsed scene file (with overrides) checked into a `SceneConfig`.
 
 Sections are checked in this order: world, light, textures, camera, bodies, joints; each
-against its field table in `schema`, then the rules that span keys (fov or focal, mass or
-density, joints between known bodies, ...).
+against its field table in `schema`, then the rules that span keys. The model's rules (mass or
+density, joints between known bodies, limits, ...) are `physics.rules`, the same functions
+`physics.build_world` checks a model with; their errors are given the file's key path here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from physics import rules
+from physics.spec import ModelError
 
 from ..errors import SceneError, did_you_mean
 from .overrides import _apply_overrides
@@ -49,6 +53,24 @@ class SceneConfig:
     textures: dict  # name -> path str or tensor
     bodies: list[dict]
     joints: list[dict]
+
+
+def scene_key(error: ModelError) -> str | None:
+    """The scene file's key path of a broken model rule: an item by its name
+    (``joints.rail.limits``), a duplicate name by its position (``bodies[2].name``)."""
+    if error.section is None:
+        return None
+    if error.name is None or error.field == "name" or error.index is None:
+        return error.key
+    return f"{error.section}.{error.name}.{error.field}"
+
+
+def _check_rule(ctx: _Ctx, rule, *args, **kwargs) -> None:
+    """Run one of `physics.rules`; its `ModelError` becomes a `SceneError` naming the key."""
+    try:
+        rule(*args, **kwargs)
+    except ModelError as error:
+        raise ctx.error(scene_key(error), error.reason, error.accepted) from None
 
 
 def validate_scene(
@@ -177,15 +199,15 @@ def _validate_bodies(raw_bodies: Any, textures: dict, ctx: _Ctx) -> list[dict]:
         key = _item_key("bodies", i, rb)
         _check_table(rb, key, BODY_FIELDS, ctx, required=("name", "shape", "size"))
         name = BODY_FIELDS["name"].parse(rb["name"], f"{key}.name", ctx)
-        if name in names:
-            raise ctx.error(f"bodies[{i}].name", f"duplicate body name {name!r}", "unique names")
+        _check_rule(ctx, rules.check_body_names, [*names, name])
         names.append(name)
-        bodies.append(_validate_body(rb, name, textures, ctx))
+        bodies.append(_validate_body(rb, i, name, textures, ctx))
     return bodies
 
 
-def _validate_body(rb: dict, name: str, textures: dict, ctx: _Ctx) -> dict:
-    """One body: its shape's size, static or with a mass, a texture or a colour."""
+def _validate_body(rb: dict, index: int, name: str, textures: dict, ctx: _Ctx) -> dict:
+    """One body (``index`` in the file): its shape's size, static or with a mass, a texture or a
+    colour."""
     key = f"bodies.{name}"
     b = {"name": name}
     b["shape"] = BODY_FIELDS["shape"].parse(rb["shape"], f"{key}.shape", ctx)
@@ -198,22 +220,11 @@ def _validate_body(rb: dict, name: str, textures: dict, ctx: _Ctx) -> dict:
         if k in ("name", "shape", "size"):
             continue
         b[k] = BODY_FIELDS[k].parse(v, f"{key}.{k}", ctx)
-    static = b.get("static", False)
-    if b["shape"] == "plane" and not static:
-        raise ctx.error(f"{key}.static", "a plane must be static", "static = true")
-    if static:
-        for k in ("mass", "density", "velocity", "angular_velocity"):
-            if k in b:
-                raise ctx.error(f"{key}.{k}", "not allowed on a static body", None)
-    else:
-        if "mass" in b and "density" in b:
-            raise ctx.error(f"{key}.density", "give mass or density, not both", None)
-        if "mass" not in b and "density" not in b:
-            raise ctx.error(
-                f"{key}.mass",
-                "a moving body needs a mass",
-                "mass = 1.0 (kg), density = 1000.0 (kg/m^3), or static = true",
-            )
+    _check_rule(
+        ctx, rules.check_body, index, name, shape=b["shape"], static=b.get("static", False),
+        mass=b.get("mass"), density=b.get("density"), velocity=b.get("velocity"),
+        angular_velocity=b.get("angular_velocity"),
+    )  # fmt: skip
     if "texture" in b:
         if "color" in b:
             raise ctx.error(f"{key}.color", "give texture or color, not both", None)
@@ -222,7 +233,7 @@ def _validate_body(rb: dict, name: str, textures: dict, ctx: _Ctx) -> dict:
 
 
 def _validate_joints(raw_joints: Any, bodies: list[dict], ctx: _Ctx) -> list[dict]:
-    """``[[joints]]`` (optional): joints with unique names, at most one per pair of bodies."""
+    """``[[joints]]`` (optional): joints with unique names."""
     if not isinstance(raw_joints, list):
         raise ctx.error(
             "joints", f"expected an array of tables ([[joints]]), got {_show(raw_joints)}", None
@@ -232,54 +243,32 @@ def _validate_joints(raw_joints: Any, bodies: list[dict], ctx: _Ctx) -> list[dic
         key = _item_key("joints", i, rj)
         _check_table(rj, key, JOINT_FIELDS, ctx, required=("name", "type", "parent", "child"))
         name = JOINT_FIELDS["name"].parse(rj["name"], f"{key}.name", ctx)
-        if name in jnames:
-            raise ctx.error(f"joints[{i}].name", f"duplicate joint name {name!r}", "unique names")
+        _check_rule(ctx, rules.check_joint_names, [*jnames, name])
         jnames.append(name)
-        joints.append(_validate_joint(rj, name, bodies, joints, ctx))
+        joints.append(_validate_joint(rj, i, name, bodies, ctx))
     return joints
 
 
-def _validate_joint(rj: dict, name: str, bodies: list[dict], earlier: list[dict], ctx: _Ctx):
-    """One joint between known bodies (the child not static), with its optional motor;
-    ``earlier``: the joints validated before it."""
-    names = [b["name"] for b in bodies]
-    static_names = {b["name"] for b in bodies if b.get("static", False)}
+def _validate_joint(rj: dict, index: int, name: str, bodies: list[dict], ctx: _Ctx):
+    """One joint (``index`` in the file) between known bodies, with its optional motor."""
     key = f"joints.{name}"
     j = {"name": name}
     for k, v in rj.items():
         if k in ("name", "motor"):
             continue
         j[k] = JOINT_FIELDS[k].parse(v, f"{key}.{k}", ctx)
-    for role, choices in (("parent", ["world", *names]), ("child", names)):
-        if j[role] not in choices:
-            raise ctx.error(
-                f"{key}.{role}",
-                f"unknown body {j[role]!r}{did_you_mean(j[role], choices)}",
-                ", ".join(choices),
-            )
-    if j["child"] == j["parent"]:
-        raise ctx.error(f"{key}.child", "a joint's child must differ from its parent", None)
-    pair = frozenset((j["parent"], j["child"]))
-    for other in earlier:
-        if frozenset((other["parent"], other["child"])) == pair:
-            raise ctx.error(
-                f"{key}.child",
-                f"joint {other['name']!r} already joins {j['parent']!r} and {j['child']!r}",
-                "one joint per pair of bodies (use a ball or fixed joint for more freedom or less)",
-            )
-    if j["child"] in static_names:
-        raise ctx.error(
-            f"{key}.child", f"body {j['child']!r} is static and cannot be jointed", None
-        )
-    if "limits" in j and not isinstance(j["limits"], torch.Tensor):
-        if j["limits"][0] > j["limits"][1]:
-            raise ctx.error(f"{key}.limits", "lower limit above upper", "[lower, upper]")
-    if j["type"] in ("ball", "fixed"):
-        for k in ("limits", "damping", "motor", "position", "velocity"):
-            if k in rj:
-                raise ctx.error(
-                    f"{key}.{k}", f"not allowed on a {j['type']} joint", "hinge or slider"
-                )
+    _check_rule(
+        ctx, rules.check_joint, index, name, type=j["type"], parent=j["parent"],
+        child=j["child"], bodies=[b["name"] for b in bodies],
+        static={b["name"] for b in bodies if b.get("static", False)},
+    )  # fmt: skip
+    _check_rule(
+        ctx, rules.check_joint_options, index, name, type=j["type"], limits=j.get("limits"),
+        damping=j.get("damping"), motor=rj.get("motor"), position=j.get("position"),
+        velocity=j.get("velocity"),
+    )  # fmt: skip
+    if "limits" in j:
+        _check_rule(ctx, rules.check_limits, index, name, j["limits"])
     if "motor" in rj:
         j["motor"] = _validate_motor(rj["motor"], f"{key}.motor", ctx)
     return j

@@ -366,3 +366,83 @@ def test_camera_resolution_can_be_overridden(scene_tools, tmp_path):
     assert (scene.camera.width, scene.camera.height) == (40, 30)
     with pytest.raises(SceneError, match="camera.resolution"):
         diffcam.load_scene(path, overrides={"camera.resolution": (40.5, 30)})
+
+
+def _physics_spec(data):
+    """The `physics.WorldSpec` of a scene's data, made without the scene loader's checks."""
+    import physics
+
+    drawn = ("texture", "color", "uv_scale")
+    bodies = [
+        physics.Body(**{k: v for k, v in b.items() if k not in drawn}) for b in data["bodies"]
+    ]
+    joints = []
+    for j in data.get("joints", []):
+        j = dict(j)
+        if "motor" in j:
+            j["motor"] = physics.Motor(**j["motor"])
+        joints.append(physics.Joint(**j))
+    return physics.WorldSpec(bodies, joints, **data.get("world", {}))
+
+
+def _set(data, section, index, **changes):
+    for key, value in changes.items():
+        if value is None:
+            data[section][index].pop(key, None)
+        else:
+            data[section][index][key] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    "section, index, changes, key, reason",
+    [
+        ("joints", 0, {"limits": [0.5, 0.5]}, "joints.rail.limits", "lower < upper"),
+        ("joints", 0, {"limits": [1.0, -1.0]}, "joints.rail.limits", "lower < upper"),
+        ("bodies", 1, {"static": True, "mass": None}, "joints.rail.child", "a dynamic body"),
+        ("bodies", 1, {"static": True}, "bodies.cart.mass", "a static body takes no mass"),
+        ("bodies", 0, {"static": False, "mass": 1.0}, "bodies.floor.static", "must be static"),
+        ("bodies", 2, {"name": "cart"}, "bodies[2].name", "duplicate body name"),
+        ("joints", 1, {"type": "ball"}, "joints.hinge.damping", "not allowed on a ball joint"),
+        ("joints", 1, {"child": "pol"}, "joints.hinge.child", "did you mean 'pole'"),
+    ],
+)
+def test_scene_loader_and_physics_apply_the_same_model_rules(
+    scene_tools, tmp_path, section, index, changes, key, reason
+):
+    import physics
+    from diffcam.scene.validate import scene_key
+
+    data = _set(scene_tools.tiny(), section, index, **changes)
+    err = _error(scene_tools, tmp_path, data)
+    assert err.key == key and reason in err.reason, str(err)
+    with pytest.raises(physics.ModelError) as info:
+        physics.build_world(_physics_spec(data))
+    assert scene_key(info.value) == key and info.value.reason == err.reason, str(info.value)
+    assert info.value.key in str(info.value)  # joints[0].limits, bodies[1].mass, ...
+
+
+def test_equal_limits_from_an_override_name_the_key(scene_tools, tmp_path):
+    path = scene_tools.write_scene(scene_tools.tiny(), tmp_path)
+    with pytest.raises(SceneError) as info:
+        diffcam.load_scene(path, overrides={"joints.rail.limits": torch.tensor([0.3, 0.3])})
+    assert info.value.key.startswith("joints.rail.limits") and "lower < upper" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "section, index, changes",
+    [
+        ("joints", 0, {"parent": "floor"}),  # a static parent is a fixed frame like the world
+        ("joints", 1, {"type": "ball", "damping": 0.0}),  # zero damping on any joint
+        ("bodies", 0, {"velocity": [0.0, 0.0, 0.0]}),  # a static body at rest
+    ],
+)
+def test_scene_loader_and_physics_accept_the_same_models(
+    scene_tools, tmp_path, section, index, changes
+):
+    import physics
+
+    data = _set(scene_tools.tiny(), section, index, **changes)
+    scene, _ = _load(scene_tools, tmp_path, data)
+    world = physics.build_world(_physics_spec(data))
+    assert world.joint_types == scene.world.joint_types

@@ -1,0 +1,60 @@
+"""The pendulum-cart swing-up task (Degrave et al. 2019, section 3.4), from pixels or from state.
+
+Pieces, each usable on its own:
+
+- `CartPole`: where the cart and the pole are in a scene's state, and the pole's geometry, read
+  from the scene file (``scenes/pendulum_cart.toml`` or any scene with the same structure).
+- `initial_states`, `random_starts`: batched starts from (x, theta, x_dot, theta_dot).
+  theta is the pole's angle about the hinge axis (+y): 0 hanging down, pi upright.
+- `state_features`, `upright_error`, `step_cost`, `swingup_loss`: what the state-based baseline
+  sees, how far the pole is from upright, and the paper's loss.
+- `upright_stretches`: evaluation metrics from per-step upright errors.
+- `SwingUpConfig`, `make_policy`, `SwingUpEpisodes`: one batch of episodes as an ``nn.Module``
+  (starts -> loss), so that ``DistributedDataParallel`` can wrap it.
+- `evaluate`: long no-grad rollouts from the hanging start and random starts, plus a video.
+- `save_policy`, `load_policy`: the weights file the example ships.
+"""
+
+from .cartpole import CartPole
+from .cost import (
+    STATE_FEATURES,
+    state_features,
+    step_cost,
+    swingup_loss,
+    upright_error,
+    upright_stretches,
+)
+from .episodes import SwingUpConfig, SwingUpEpisodes, make_policy, motor_limit
+from .evaluation import evaluate
+from .starts import (
+    StartRanges,
+    curriculum_ranges,
+    initial_states,
+    random_starts,
+    states_from_starts,
+)
+from .timing import time_iteration
+from .weights import load_policy, save_policy
+
+__all__ = [
+    "STATE_FEATURES",
+    "CartPole",
+    "StartRanges",
+    "SwingUpConfig",
+    "SwingUpEpisodes",
+    "evaluate",
+    "curriculum_ranges",
+    "initial_states",
+    "load_policy",
+    "make_policy",
+    "motor_limit",
+    "random_starts",
+    "save_policy",
+    "states_from_starts",
+    "state_features",
+    "step_cost",
+    "swingup_loss",
+    "time_iteration",
+    "upright_error",
+    "upright_stretches",
+]

@@ -1,0 +1,194 @@
+"""One batch of episodes as an ``nn.Module`` (starts -> loss): the configuration, the policy
+and the rollout."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import nn
+
+import physics
+
+from ...policy import PixelPolicy, PolicyRollout, StatePolicy, pixel_observer, policy_rollout
+from .cartpole import CartPole, as_floats
+from .cost import (
+    FEATURE_SCALE,
+    STATE_FEATURES,
+    state_features,
+    swingup_loss,
+    upright_error,
+    upright_stretches,
+)
+from .starts import states_from_starts
+
+
+@dataclasses.dataclass(frozen=True)
+class SwingUpConfig:
+    """Task, controller and BPTT settings of a swing-up run (stored with checkpoints/weights).
+
+    observation: "pixels" (a `PixelPolicy` on rendered frames) or "state" (a `StatePolicy` on
+        `state_features`).
+    seconds: simulated time per training episode (the paper: 3 s).
+    control_every: physics steps per control step (the action is held in between).
+    frames: frames in the stack a pixel policy sees (the paper: the current one and two past).
+    gradient_decay: alpha per physics step (paper, section 3.2).
+    bptt_segment: control steps per checkpointed segment of the rollout (None: store the
+        whole graph; a pixel episode at 288 x 96 needs checkpointing to fit in memory).
+    edge_softness: renderer silhouette softness (pixels); > 0 adds gradients at the edges but
+        makes a render several times slower. At 0 the frames still depend smoothly on the poses
+        through bilinear texture sampling (the paper's renderer, section 3.4): the pole is
+        striped and the cart wood-grained for that. Measured: enough to learn the swing-up at
+        a short horizon (gradient decay 0.9), not to settle the balance at a long one (0.98),
+        where the hard-edged closed loop's gradient exploded; 1 px did that.
+    speed_weight: weight of the tip-speed penalty (s^2/m).
+    target: the loss's target for the tip, "fixed" or "cart" (see `step_cost`).
+    upright_threshold: rad; within it of upright counts as upright in the metrics.
+    width, hidden: `PixelPolicy` channels and hidden units (hidden: also the `StatePolicy`).
+    downsample: the camera renders at its full resolution; each frame is then averaged over
+        downsample x downsample pixel blocks before the policy sees it (`pixel_observer`).
+    compile_physics: step the physics through `physics.compiled_step` (torch.compile). The
+        same step; compiled, it does not pay per-op overhead (at B = 16 the eager step is
+        dominated by it, above all when the rail's limit rows are active and the 20 solver
+        sweeps run). The first call compiles (minutes; seconds from a warm Inductor cache).
+    observation_gradient: False stops the gradient from the observation (the renderer) back
+        into the state (`policy_rollout`). Tried for settling the pixel policy at a long
+        horizon: it did not help (soft silhouettes did).
+    """
+
+    observation: str = "pixels"
+    seconds: float = 3.0
+    control_every: int = 2
+    frames: int = 3
+    gradient_decay: float = 0.99
+    bptt_segment: int | None = 25
+    edge_softness: float = 0.0
+    speed_weight: float = 0.01
+    target: str = "fixed"
+    upright_threshold: float = 0.2
+    width: int = 16
+    hidden: int = 64
+    downsample: int = 1
+    compile_physics: bool = False
+    observation_gradient: bool = True
+
+    def __post_init__(self) -> None:
+        if self.observation not in ("pixels", "state"):
+            raise ValueError(
+                f"SwingUpConfig.observation is {self.observation!r}; use 'pixels' or 'state'"
+            )
+        if self.control_every < 1 or self.frames < 1:
+            raise ValueError("SwingUpConfig.control_every and .frames must be at least 1")
+        if self.target not in ("fixed", "cart"):
+            raise ValueError(f"SwingUpConfig.target is {self.target!r}; use 'fixed' or 'cart'")
+
+    def steps(self, timestep: float, seconds: float | None = None) -> int:
+        """Physics steps for ``seconds`` (default: an episode), rounded to whole control steps."""
+        seconds = self.seconds if seconds is None else seconds
+        control_steps = max(1, round(seconds / (timestep * self.control_every)))
+        return control_steps * self.control_every
+
+
+def make_policy(config: SwingUpConfig, max_action: float) -> nn.Module:
+    """A fresh zero-output policy for ``config``: `PixelPolicy` or `StatePolicy`."""
+    if config.observation == "pixels":
+        return PixelPolicy(
+            1,
+            frames=config.frames,
+            max_action=max_action,
+            width=config.width,
+            hidden=config.hidden,
+            downsample=config.downsample,
+        )
+    return StatePolicy(
+        len(STATE_FEATURES),
+        1,
+        max_action=max_action,
+        hidden=config.hidden,
+        input_scale=FEATURE_SCALE,
+    )
+
+
+def motor_limit(scene) -> float:
+    """The rail motor's maximal force (N): the policies' action range."""
+    joint = next(j for j in scene.config.joints if j["name"] == "rail")
+    return float(as_floats(joint["motor"]["max"])[0])
+
+
+class SwingUpEpisodes(nn.Module):
+    """One batch of swing-up episodes as a module: starts (B, 4) -> (loss, metrics).
+
+    Everything the policy does in an episode happens inside one ``forward`` (it is called at
+    every control step), so one forward and one backward per iteration: what
+    ``DistributedDataParallel`` expects. The scene is not a module (it holds no parameters).
+
+    Args:
+        scene: the pendulum-cart `diffcam.Scene`, batch size B.
+        policy: observation -> actions (B, 1); see `make_policy`.
+        config: `SwingUpConfig`.
+    """
+
+    def __init__(self, scene, policy: nn.Module, config: SwingUpConfig) -> None:
+        super().__init__()
+        self.scene = scene
+        self.policy = policy
+        self.config = config
+        self.cartpole = CartPole.from_scene(scene)
+
+    def observer(self, scene=None):
+        """The `Observer` of ``config.observation`` (on ``scene``, default this one)."""
+        scene = self.scene if scene is None else scene
+        if self.config.observation == "pixels":
+            c = self.config
+            return pixel_observer(scene, c.frames, c.edge_softness, c.downsample)
+        return lambda state, memory: (state_features(state, self.cartpole), None, None)
+
+    def rollout(
+        self,
+        state: physics.State,
+        steps: int,
+        memory: torch.Tensor | None = None,
+        scene=None,
+    ) -> PolicyRollout:
+        """`policy_rollout` from ``state`` for ``steps`` physics steps with this config (no
+        records kept); ``scene`` replaces this one (e.g. a timed proxy)."""
+        scene = self.scene if scene is None else scene
+        c = self.config
+        return policy_rollout(
+            scene,
+            self.policy,
+            self.observer(scene),
+            steps,
+            state,
+            control_every=c.control_every,
+            gradient_decay=c.gradient_decay,
+            checkpoint_every=c.bptt_segment,
+            keep_records=False,
+            memory=memory,
+            compile_physics=c.compile_physics,
+            observation_gradient=c.observation_gradient,
+        )
+
+    def forward(self, starts: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Run one episode per start and return the loss.
+
+        Args:
+            starts: (B, 4) (x, theta, x_dot, theta_dot) in m, rad, m/s, rad/s.
+
+        Returns:
+            loss: scalar, `swingup_loss` of the batch.
+            metrics: detached scalars ``success_rate`` (fraction upright at the end) and
+                ``upright_fraction`` (fraction of states upright), from the true state.
+        """
+        state = states_from_starts(self.scene, starts, self.cartpole)
+        result = self.rollout(state, self.config.steps(self.cartpole.timestep))
+        c = self.config
+        loss = swingup_loss(result.trajectory, self.cartpole, c.speed_weight, c.target)
+        with torch.no_grad():
+            error = upright_error(result.trajectory, self.cartpole)
+            stats = upright_stretches(error, self.cartpole.timestep, self.config.upright_threshold)
+        metrics = {
+            "success_rate": stats["success"].to(loss.dtype).mean(),
+            "upright_fraction": stats["upright_fraction"].mean(),
+        }
+        return loss, metrics

@@ -1,0 +1,72 @@
+"""The index tensors of a world's static structure (`Structure`), made once at build time: which
+bodies move, each joint's rows, the actuators by kind, the limited joints, the contact pairs and,
+for reduced coordinates, the joint tree."""
+
+from __future__ import annotations
+
+import torch
+
+from .articulated import articulated_tree
+from .spec import SHAPES
+from .world import Structure, World
+
+Tensor = torch.Tensor
+
+_SLOTS = {
+    "ball": (0, 1, 2),
+    "hinge": (0, 1, 2, 3, 4),
+    "slider": (0, 1, 3, 4, 5),
+    "fixed": (0, 1, 2, 3, 4, 5),
+}
+
+
+def index_structure(world: World) -> Structure:
+    """The index tensors of ``world``, on its device; the joint tree when its coordinates are
+    reduced (a `ReducedCoordinatesError` when they cannot be)."""
+    device = world.device
+    long = {"dtype": torch.long, "device": device}
+
+    def index(values) -> Tensor:
+        return torch.tensor(list(values), **long)
+
+    def mask(values) -> Tensor:
+        return torch.tensor(list(values), dtype=torch.bool, device=device)
+
+    row_joint, row_slot = [], []
+    for joint, kind in enumerate(world.joint_types):
+        for slot in _SLOTS[kind]:
+            row_joint.append(joint)
+            row_slot.append(slot)
+    force = [i for i, t in enumerate(world.actuator_type) if t == "force"]
+    servo = [i for i, t in enumerate(world.actuator_type) if t == "servo"]
+    limited = [i for i, has in enumerate(world.joint_has_limits) if has]
+    groups = {}
+    for shape in SHAPES:
+        members = [i for i, s in enumerate(world.shapes) if s == shape and not world.is_static[i]]
+        if members:
+            groups[shape] = index(members)
+    return Structure(
+        dynamic=mask(not s for s in world.is_static),
+        shape_groups=groups,
+        joint_parent=index(world.joint_parent),
+        joint_child=index(world.joint_child),
+        joint_slider=mask(t == "slider" for t in world.joint_types),
+        joint_hinge=mask(t == "hinge" for t in world.joint_types),
+        row_joint=index(row_joint),
+        row_slot=index(row_slot),
+        force_actuators=index(force),
+        force_joints=index(world.actuator_joint[i] for i in force),
+        servo_actuators=index(servo),
+        servo_joints=index(world.actuator_joint[i] for i in servo),
+        servo_position_mode=mask(world.actuator_target[i] == "position" for i in servo),
+        limited_joints=index(limited),
+        limit_rows=index(limited + limited),
+        limit_sign=torch.tensor(
+            [1.0] * len(limited) + [-1.0] * len(limited), dtype=world.dtype, device=device
+        ),
+        plane_contact_plane=index(world.plane_contact_plane),
+        plane_contact_body=index(world.plane_contact_body),
+        segment_contact_a=index(world.segment_contact_a),
+        segment_contact_b=index(world.segment_contact_b),
+        tree=articulated_tree(world) if world.coordinates == "reduced" else None,
+    )
