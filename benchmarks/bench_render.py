@@ -5,10 +5,11 @@ Prints one JSON line per case:
 
 Cases (gradients to textures and poses in every fwd_bwd):
   diffcam_rect5           diffcam eager (default backend), 5 textured rectangles, 256^2 textures
-  diffcam_rect5_compile   the same with backend="compile" (torch.compile of the dense path,
-                          hand-written backward for planar scenes); compile time excluded
+  diffcam_rect5_compile   the same with backend="compile" (the compiled planar fast path with
+                          its hand-written backward); compile time excluded
   diffcam_mixed5          diffcam eager, plane + box + sphere + capsule + cylinder, textured
-  diffcam_mixed5_compile  the same with backend="compile"
+  diffcam_mixed5_compile  the same with backend="compile" (not planar: the eager reference
+                          path)
   diffcam_soft5           diffcam_rect5 with edge_softness = 1 px (eager)
   plain_rect5             benchmarks/plain_reference_render.py on the diffcam_rect5 scene
                           (also reports how far its image is from diffcam's)

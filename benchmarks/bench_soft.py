@@ -1,20 +1,33 @@
-"""Soft-edge render speed (``edge_softness = 1`` px) on scenes/pendulum_cart.toml, 288 x 96.
+"""Soft-edge render speed (``edge_softness = 1`` px) against hard edges, 288 x 96, and the
+Mitsuba 3 peer in the same run.
 
 Prints one JSON line per case:
-    {"bench", "B", "H", "W", "prims", "moving", ..., "forward_ms", "forward_min_ms", "backward_ms",
+    {"bench", "B", "H", "W", "prims", ..., "forward_ms", "forward_min_ms", "backward_ms",
      "backward_min_ms", "hard_forward_ms", "hard_backward_ms", "soft_over_hard_forward_backward",
      "threads"}
 
-Cases: ``soft_pendulum_cart_b{1,16,64}_cached``: ``Scene.render`` with the Scene's cached
-static layer (only the cart and the pole are rendered per frame) at B = 1, 16 and 64 frames of
-a 2-s rollout, beside the same render with hard edges (``hard_*``, and the ratio of the
-forward+backward medians); the backward pass back-propagates a fixed random image gradient to the poses (the
-scene, frames and gradient of bench_render.py's hard-edge pendulum_cart cases).
+Cases, each beside the same render with hard edges (``hard_*``, and the ratio of the
+forward+backward medians), both on the default path (eager; ``Scene.render`` for the scene):
+  soft_pendulum_cart_b{1,16,64}_cached
+      ``Scene.render`` of scenes/pendulum_cart.toml with the Scene's cached static layer (only
+      the cart and the pole are rendered per frame), B frames of a 2-s rollout; the backward
+      pass back-propagates a fixed random image gradient to the poses (the scene, frames and
+      gradient of bench_render.py's pendulum_cart cases).
+  soft_rect5_b64, soft_mixed5_b64
+      bench_render.py's 5 textured rectangles (256^2 textures) / plane, box, sphere, capsule and
+      cylinder; the backward pass is that of mean(image^2), to poses and textures.
+
+``--peer-python PY`` also runs ../shared/peers/mitsuba_cards.py with that interpreter (a venv
+with mitsuba), B = 64 views of 5 textured cards, forward+backward to the textures, and one
+image's pose gradient with the projective integrator (``--pose``), and prints its JSON line and
+a summary line ``soft_vs_mitsuba`` (our soft B = 64 forward+backward over Mitsuba's projective
+pose gradient of one image: below 1 is faster).
 
 Times are medians and minima (the steadier figure on a shared machine) over ``--repeats`` runs
 after ``--warmup`` runs.
 
 Usage: python benchmarks/bench_soft.py [--case NAME] [--repeats N] [--threads T]
+    [--peer-python PATH]
 """
 
 from __future__ import annotations
@@ -23,6 +36,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -32,6 +46,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 CASES = [f"soft_pendulum_cart_b{b}_cached" for b in (1, 16, 64)]
+CASES += ["soft_rect5_b64", "soft_mixed5_b64"]
+PEER = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "peers", "mitsuba_cards.py"
+)
 
 
 def _times(fwd, bwd, repeats: int, warmup: int):
@@ -48,13 +66,39 @@ def _times(fwd, bwd, repeats: int, warmup: int):
     return f_ms, b_ms
 
 
+def _primitives_case(kind: str, softness: float):
+    """bench_render.py's 5-primitive scene: (forward, backward given the image, info)."""
+    from bench_render import scene
+
+    import diffcam
+
+    cam, prims, R, p, textures = scene(kind)
+    bg = torch.tensor([0.9, 0.9, 0.9])
+
+    def fwd():
+        return diffcam.render(cam, prims, R, p, background=bg, edge_softness=softness)
+
+    def bwd(img):
+        img.square().mean().backward()
+        for x in [R, p, *textures]:
+            x.grad = None
+
+    info = {"H": cam.height, "W": cam.width, "prims": len(prims), "texture": 256}
+    return fwd, bwd, info
+
+
 def run_case(case: str, repeats: int, warmup: int) -> dict:
     from bench_render import pendulum_cart  # the same scene, frames and image gradient
 
-    batch = int(case.split("_b")[1].split("_")[0])
-    fwd, bwd, _, info = pendulum_cart(batch, cached=True, edge_softness=1.0)
+    batch = int(case.split("_b")[-1].split("_")[0])
+    if case.startswith("soft_pendulum_cart"):
+        fwd, bwd, _, info = pendulum_cart(batch, cached=True, edge_softness=1.0)
+        hard_fwd, hard_bwd, _, _ = pendulum_cart(batch, cached=True, edge_softness=0.0)
+    else:
+        kind = "rect" if "rect" in case else "mixed"
+        fwd, bwd, info = _primitives_case(kind, 1.0)
+        hard_fwd, hard_bwd, _ = _primitives_case(kind, 0.0)
     f_ms, b_ms = _times(fwd, bwd, repeats, warmup)
-    hard_fwd, hard_bwd, _, _ = pendulum_cart(batch, cached=True, edge_softness=0.0)
     hf_ms, hb_ms = _times(hard_fwd, hard_bwd, repeats, warmup)
     soft_total = statistics.median([a + b for a, b in zip(f_ms, b_ms, strict=True)])
     hard_total = statistics.median([a + b for a, b in zip(hf_ms, hb_ms, strict=True)])
@@ -73,16 +117,37 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
     }
 
 
+def run_peer(python: str) -> dict:
+    """mitsuba_cards.py --cards 5 --batch 64 --pose with ``python``: its last JSON line."""
+    cmd = [python, PEER, "--cards", "5", "--batch", "64", "--pose"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", choices=CASES, action="append")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--peer-python", help="python of a venv with mitsuba: run the peer too")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    results = {}
     for case in args.case or CASES:
-        print(json.dumps(run_case(case, args.repeats, args.warmup)), flush=True)
+        results[case] = run_case(case, args.repeats, args.warmup)
+        print(json.dumps(results[case]), flush=True)
+    if args.peer_python:
+        peer = run_peer(args.peer_python)
+        print(json.dumps(peer), flush=True)
+        one_image = peer["pose_forward_backward_ms_1spp"]
+        summary = {"bench": "soft_vs_mitsuba", "mitsuba_pose_1_image_ms": one_image}
+        summary["mitsuba_textures_b64_fwd_bwd_ms"] = peer.get("forward_backward_ms")
+        for case, r in results.items():
+            if r["B"] == 64:
+                total = r["forward_ms"] + r["backward_ms"]
+                summary[f"{case}_over_mitsuba_pose_1_image"] = round(total / one_image, 2)
+        print(json.dumps(summary), flush=True)
 
 
 if __name__ == "__main__":

@@ -331,6 +331,21 @@ def surface_normal(code: int, p: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------- soft silhouettes
+def _edge_lines(o, starts, dirs, centre_sign_ref, A, fx, fy):
+    """The image lines of edge planes: oriented local normals n (B, K, E, 3), camera-frame
+    normals n_cam (B, K, E, 3) and pixel-gradient norms (B, K, E), as `_edge_planes_sd`
+    uses them (``n . d / norm`` is the signed pixel distance to edge e's line)."""
+    n = torch.linalg.cross(starts - o.unsqueeze(2), dirs.expand_as(starts), dim=-1)  # (B,K,E,3)
+    s = torch.sign(_dot(n, centre_sign_ref.unsqueeze(2) - o.unsqueeze(2)))
+    n = n * torch.where(s == 0, torch.ones_like(s), s).unsqueeze(-1)
+    n_cam = (n.unsqueeze(-2) @ A.unsqueeze(2)).squeeze(-2)  # A^T n as a row product
+    gx = n_cam[..., 0] / fx.unsqueeze(-1)
+    gy = n_cam[..., 1] / fy.unsqueeze(-1)
+    norm = safe_sqrt(gx * gx + gy * gy)
+    norm = torch.where(norm > 0, norm, torch.ones_like(norm))
+    return n, n_cam, norm
+
+
 def _edge_planes_sd(o, d, starts, dirs, centre_sign_ref, active, A, fx, fy):
     """Signed pixel distance to the projection of a convex cone bounded by edge planes.
 
@@ -344,21 +359,61 @@ def _edge_planes_sd(o, d, starts, dirs, centre_sign_ref, active, A, fx, fy):
     Shapes: o (B, K, 3); d (B, K, P, 3); starts, dirs (B, K, E, 3); active (B, K, E) bool;
     A (B, K, 3, 3) local_from_camera rotation; fx, fy (B, 1).
     """
-    n = torch.linalg.cross(starts - o.unsqueeze(2), dirs.expand_as(starts), dim=-1)  # (B,K,E,3)
-    s = torch.sign(_dot(n, centre_sign_ref.unsqueeze(2) - o.unsqueeze(2)))
-    n = n * torch.where(s == 0, torch.ones_like(s), s).unsqueeze(-1)
-    n_cam = (n.unsqueeze(-2) @ A.unsqueeze(2)).squeeze(-2)  # A^T n as a row product
-    gx = n_cam[..., 0] / fx.unsqueeze(-1)
-    gy = n_cam[..., 1] / fy.unsqueeze(-1)
-    norm = safe_sqrt(gx * gx + gy * gy)
-    norm = torch.where(norm > 0, norm, torch.ones_like(norm))
+    n, _, norm = _edge_lines(o, starts, dirs, centre_sign_ref, A, fx, fy)
     val = d @ n.transpose(-1, -2)  # (B, K, P, E): n_e . d, a matmul (not a (P, E, 3) product)
     sd = val / norm.unsqueeze(2)
     sd = torch.where(active.unsqueeze(2), sd, torch.full_like(sd, _BIG))
     return sd.amin(-1)
 
 
-def silhouette_distance(code, o, d, h, A, fx, fy, f_mean, distance_only=False):
+def _rect_edges(o, h):
+    """A rectangle's 4 edges: starts, dirs (B, K, 4, 3) local, all active (B, K, 4)."""
+    hx, hy = h[..., 0], h[..., 1]
+    zero = torch.zeros_like(hx)
+    corners = [(hx, hy), (-hx, hy), (-hx, -hy), (hx, -hy)]
+    starts = torch.stack([torch.stack([cx, cy, zero], -1) for cx, cy in corners], 2)
+    ex = torch.stack([torch.ones_like(hx), zero, zero], -1)
+    ey = torch.stack([zero, torch.ones_like(hx), zero], -1)
+    dirs = torch.stack([ex, ey, ex, ey], 2)
+    active = torch.ones(starts.shape[:-1], dtype=torch.bool, device=o.device)
+    return starts, dirs, active
+
+
+def _box_edges(o, h):
+    """A box's 12 edges: starts, dirs (B, K, 12, 3) local, and whether each is on the
+    silhouette seen from ``o`` (B, K, 12): for edge axis a, the other axes b, c at signs
+    (sb, sc), active when exactly one of its two faces faces the camera."""
+    starts, dirs, active = [], [], []
+    front = [(o[..., i] > h[..., i], -o[..., i] > h[..., i]) for i in range(3)]
+    eye = torch.eye(3, dtype=o.dtype, device=o.device)
+    for a in range(3):
+        b, c = (a + 1) % 3, (a + 2) % 3
+        for sb in (1, -1):
+            for sc in (1, -1):
+                comps = [None, None, None]
+                comps[a] = torch.zeros_like(h[..., a])
+                comps[b] = sb * h[..., b]
+                comps[c] = sc * h[..., c]
+                starts.append(torch.stack(comps, -1))
+                dirs.append(eye[a].expand_as(o))
+                fb = front[b][0] if sb > 0 else front[b][1]
+                fc = front[c][0] if sc > 0 else front[c][1]
+                active.append(fb ^ fc)
+    return torch.stack(starts, 2), torch.stack(dirs, 2), torch.stack(active, 2)
+
+
+def silhouette_lines(code, o, h, A, fx, fy):
+    """The image lines whose minimum is a box's or rectangle's silhouette distance: camera-
+    frame normals n_cam (B, K, E, 3), pixel-gradient norms (B, K, E) and which are active
+    (B, K, E) bool. At pixel (x, y) line e's signed distance (px) is
+    ``(n_cam . ((x - cx) / fx, (y - cy) / fy, 1)) / norm``. Shapes: o, h (B, K, 3);
+    A (B, K, 3, 3); fx, fy (B, 1)."""
+    starts, dirs, active = (_box_edges if code == BOX else _rect_edges)(o, h)
+    _, n_cam, norm = _edge_lines(o, starts, dirs, torch.zeros_like(o), A, fx, fy)
+    return n_cam, norm, active
+
+
+def silhouette_distance(code, o, d, h, A, fx, fy, f_mean, distance_only=False, with_hit=False):
     """Signed distance (pixels, > 0 inside) to the primitive's silhouette, plus the depth used
     for front-to-back ordering and a local point whose (u, v) colours the sample.
 
@@ -372,6 +427,8 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean, distance_only=False):
     Returns:
         sd (B, K, P) pixels; depth (B, K, P) (m); point (B, K, P, 3) local. With
         ``distance_only`` (the cheap form for finding where sd matters): sd, None, None.
+        With ``with_hit``, a fourth value: whether the ray meets the surface (B, K, P) bool
+        (there ``depth`` is the hit's depth).
 
     Rectangles and boxes use exact distances to the projected edge lines (min over silhouette
     edges: exact inside, a slight under-estimate outside near corners). Spheres and capsules use
@@ -398,45 +455,19 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean, distance_only=False):
             norm = torch.where(norm > 0, norm, torch.ones_like(norm))
             side = -torch.sign(o[..., 2])
             sd = side.unsqueeze(-1) * d[..., 2] / norm.unsqueeze(-1)
-            return sd, depth, point
-        hx, hy = h[..., 0], h[..., 1]
-        zero = torch.zeros_like(hx)
-        corners = [(hx, hy), (-hx, hy), (-hx, -hy), (hx, -hy)]
-        starts = torch.stack([torch.stack([cx, cy, zero], -1) for cx, cy in corners], 2)
-        ex = torch.stack([torch.ones_like(hx), zero, zero], -1)
-        ey = torch.stack([zero, torch.ones_like(hx), zero], -1)
-        dirs = torch.stack([ex, ey, ex, ey], 2)
-        active = torch.ones(starts.shape[:-1], dtype=torch.bool, device=o.device)
+            return (sd, depth, point, hit) if with_hit else (sd, depth, point)
+        starts, dirs, active = _rect_edges(o, h)
         sd = _edge_planes_sd(o, d, starts, dirs, torch.zeros_like(o), active, A, fx, fy)
-        return sd, depth, point
+        return (sd, depth, point, hit) if with_hit else (sd, depth, point)
     if code == BOX:
-        # 12 edges: for edge axis a, the other axes b, c at signs (sb, sc)
-        starts, dirs, active = [], [], []
-        front = [(o[..., i] > h[..., i], -o[..., i] > h[..., i]) for i in range(3)]
-        eye = torch.eye(3, dtype=o.dtype, device=o.device)
-        for a in range(3):
-            b, c = (a + 1) % 3, (a + 2) % 3
-            for sb in (1, -1):
-                for sc in (1, -1):
-                    comps = [None, None, None]
-                    comps[a] = torch.zeros_like(h[..., a])
-                    comps[b] = sb * h[..., b]
-                    comps[c] = sc * h[..., c]
-                    starts.append(torch.stack(comps, -1))
-                    dirs.append(eye[a].expand_as(o))
-                    fb = front[b][0] if sb > 0 else front[b][1]
-                    fc = front[c][0] if sc > 0 else front[c][1]
-                    active.append(fb ^ fc)
-        starts = torch.stack(starts, 2)
-        dirs = torch.stack(dirs, 2)
-        active = torch.stack(active, 2)
+        starts, dirs, active = _box_edges(o, h)
         sd = _edge_planes_sd(o, d, starts, dirs, torch.zeros_like(o), active, A, fx, fy)
         if distance_only:
             return sd, None, None
         tc = safe_div(-_dot(oo, d), _dot(d, d))
         depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, torch.full_like(tc, _BIG)))
         point = oo + torch.where(hit, t_hit, tc.clamp(min=0)).unsqueeze(-1) * d
-        return sd, depth, point
+        return (sd, depth, point, hit) if with_hit else (sd, depth, point)
     if code == SPHERE:
         r = hh[..., 0]
         tc = safe_div(-_dot(oo, d), _dot(d, d))
@@ -448,7 +479,7 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean, distance_only=False):
             return sd, None, None
         depth = torch.where(hit, t_hit, torch.where(front, tc, torch.full_like(tc, _BIG)))
         point = torch.where(hit.unsqueeze(-1), oo + t_hit.unsqueeze(-1) * d, q)
-        return sd, depth, point
+        return (sd, depth, point, hit) if with_hit else (sd, depth, point)
     # cylinder / capsule: closest approach between the ray and the axis (z) line
     r, hl = hh[..., 0], hh[..., 1]
     a = _dot(d, d)
@@ -485,4 +516,4 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean, distance_only=False):
         return sd, None, None
     depth = torch.where(hit, t_hit, torch.where(front, t_seg, torch.full_like(t_seg, _BIG)))
     point = torch.where(hit.unsqueeze(-1), oo + t_hit.unsqueeze(-1) * d, q)
-    return sd, depth, point
+    return (sd, depth, point, hit) if with_hit else (sd, depth, point)

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-__all__ = ["sample_texture", "TextureAtlas", "build_atlas", "mip_levels", "gather_rows"]
+__all__ = [
+    "sample_texture",
+    "TextureAtlas",
+    "build_atlas",
+    "mip_levels",
+    "gather_rows",
+    "bilinear_corners",
+]
 
 
 class _GatherRows(torch.autograd.Function):
@@ -52,84 +59,71 @@ def gather_rows(src: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return src.index_select(0, idx)
 
 
-def _bilinear_flat(
-    texels: torch.Tensor,
-    offset: torch.Tensor,
-    width: torch.Tensor,
-    height: torch.Tensor,
-    repeat: torch.Tensor,
-    u: torch.Tensor,
-    v: torch.Tensor,
-) -> torch.Tensor:
-    """Bilinear sample of per-sample textures stored in a flat atlas.
+def bilinear_corners(u, v, offset, width, height, repeat, four: bool = True):
+    """The bilinear footprint of samples (u, v) in textures stored row-major in a flat atlas
+    (texel (row r, col c) at ``offset + r * width + c``); every argument has the samples'
+    shape, ``repeat`` (bool) True for repeat (wrap) addressing, False for clamp-to-edge.
 
-    Args:
-        texels: (N, 3) atlas, channels last; texture texel (row r, col c) is at
-            ``offset + r * width + c``.
-        offset, width, height: (M,) long, per sample.
-        repeat: (M,) bool, True for repeat (wrap) addressing, False for clamp-to-edge.
-        u, v: (M,) texture coordinates (v up).
+    The one place that maps texture coordinates to texels: for the autograd samplers, the
+    eager composite (its quad table, one row per first corner) and the compiled planar
+    path. Clamp mode clamps the continuous texel coordinate (clamp-to-edge), so that the
+    (u, v) gradient is 0 where clamping holds it; repeat wraps the integer corners (in
+    floating point: cheaper than an integer remainder, and fused well by Inductor).
 
     Returns:
-        (M, 3) colours.
+        corners: the flat (long) indices of corners (x0, y0), (x1, y0), (x0, y1), (x1, y1),
+            in range even for non-finite (u, v) (a NaN pose: the compiled path reads and
+            scatters texels without bounds checks); only the first when not ``four``.
+        ax, ay: the bilinear fractions along x and y, differentiable in (u, v).
+        sx, sy: d x / d u and d y / d v of the texel coordinates (0 where clamping holds).
     """
-    wf = width.to(u.dtype)
-    hf = height.to(u.dtype)
-    x = u * wf - 0.5
-    y = (1.0 - v) * hf - 0.5  # v up, PNG rows top-down
-    x0f = torch.floor(x.detach())
-    y0f = torch.floor(y.detach())
-    ax = (x - x0f).unsqueeze(-1)  # gradients to (u, v) flow through these weights
-    ay = (y - y0f).unsqueeze(-1)
-    x0 = x0f.long()
-    y0 = y0f.long()
-    x1 = x0 + 1
-    y1 = y0 + 1
-    wm1 = width - 1
-    hm1 = height - 1
-
-    def wrap(i, n, nm1):
-        return torch.where(repeat, torch.remainder(i, n), torch.minimum(i.clamp(min=0), nm1))
-
-    x0, x1 = wrap(x0, width, wm1), wrap(x1, width, wm1)
-    y0, y1 = wrap(y0, height, hm1), wrap(y1, height, hm1)
+    wf, hf = width.to(u.dtype), height.to(u.dtype)
+    xr = u * wf - 0.5
+    yr = (1.0 - v) * hf - 0.5  # v up, PNG rows top-down
+    x0, x1, ax = _wrap_axis(xr, wf, repeat, four)
+    y0, y1, ay = _wrap_axis(yr, hf, repeat, four)
     r0 = offset + y0 * width
-    r1 = offset + y1 * width
-    idx = torch.cat([r0 + x0, r0 + x1, r1 + x0, r1 + x1])
-    c = gather_rows(texels, idx).view(4, -1, texels.shape[1])
+    if not four:
+        corners = (r0 + x0,)
+    else:
+        r1 = offset + y1 * width
+        corners = (r0 + x0, r0 + x1, r1 + x0, r1 + x1)
+    sx = wf * (repeat | ((xr >= 0) & (xr <= wf - 1)))
+    sy = -hf * (repeat | ((yr >= 0) & (yr <= hf - 1)))
+    return corners, ax, ay, sx, sy
+
+
+def _wrap_axis(x, n, repeat, second: bool):
+    """Along one axis of n texels (float): the texel indices (long) i0 and i0 + 1 (None
+    unless ``second``), wrapped or clamped and in [0, n - 1], and the fraction of the
+    continuous texel coordinate x (texel centres at integers) past i0."""
+    xq = torch.where(repeat, x, torch.minimum(x.clamp(min=0), n - 1))
+    x0 = torch.floor(xq.detach())
+    frac = xq - x0
+    i0 = torch.where(repeat, x0 - n * torch.floor(x0 / n), x0)
+    i1 = None
+    if second:
+        i1 = torch.where(
+            repeat, torch.where(i0 + 1 >= n, 0.0, i0 + 1), torch.minimum(i0 + 1, n - 1)
+        )
+        i1 = _in_range(i1, n - 1).long()
+    return _in_range(i0, n - 1).long(), i1, frac
+
+
+def _in_range(x, top):
+    """``x`` clamped to [0, top], NaN to 0 (``clamp`` keeps NaN)."""
+    return torch.minimum(torch.where(x >= 0, x, torch.zeros_like(x)), top)
+
+
+def _bilinear_flat(texels, offset, width, height, repeat, u, v):
+    """Autograd-tracked bilinear sample (M, 3) of per-sample textures in a flat (N, 3)
+    atlas (channels last); offset, width, height (M,) long, repeat (M,) bool, u, v (M,)
+    texture coordinates (v up). See :func:`bilinear_corners`."""
+    corners, ax, ay, _, _ = bilinear_corners(u, v, offset, width, height, repeat)
+    c = gather_rows(texels, torch.cat(corners)).view(4, -1, texels.shape[1])
+    ax, ay = ax.unsqueeze(-1), ay.unsqueeze(-1)
     top = c[0] + (c[1] - c[0]) * ax
     bot = c[2] + (c[3] - c[2]) * ax
-    return top + (bot - top) * ay
-
-
-def _bilinear_texels(texels, offset, width, height, repeat, u, v):
-    """Like ``_bilinear_flat`` but with plain indexing (no custom autograd Function), for the
-    dense path that ``torch.compile`` fuses; clamp mode clamps the continuous coordinate."""
-    wf = width.to(u.dtype)
-    hf = height.to(u.dtype)
-    xr = u * wf - 0.5
-    yr = (1.0 - v) * hf - 0.5
-    x = torch.where(repeat, xr, torch.minimum(xr.clamp(min=0), wf - 1))
-    y = torch.where(repeat, yr, torch.minimum(yr.clamp(min=0), hf - 1))
-    x0f = torch.floor(x)
-    y0f = torch.floor(y)
-    ax = (x - x0f).unsqueeze(-1)
-    ay = (y - y0f).unsqueeze(-1)
-    # wrap in floating point (cheaper than integer remainder), then convert once
-    x0w = torch.where(repeat, x0f - wf * torch.floor(x0f / wf), x0f)
-    y0w = torch.where(repeat, y0f - hf * torch.floor(y0f / hf), y0f)
-    x1w = torch.where(
-        repeat, torch.where(x0w + 1 >= wf, 0.0, x0w + 1), torch.minimum(x0w + 1, wf - 1)
-    )
-    y1w = torch.where(
-        repeat, torch.where(y0w + 1 >= hf, 0.0, y0w + 1), torch.minimum(y0w + 1, hf - 1)
-    )
-    x0, x1, y0, y1 = x0w.long(), x1w.long(), y0w.long(), y1w.long()
-    r0 = offset + y0 * width
-    r1 = offset + y1 * width
-    c00, c01, c10, c11 = texels[r0 + x0], texels[r0 + x1], texels[r1 + x0], texels[r1 + x1]
-    top = c00 + (c01 - c00) * ax
-    bot = c10 + (c11 - c10) * ax
     return top + (bot - top) * ay
 
 
@@ -149,19 +143,10 @@ def sample_texture(
     C, Ht, Wt = texture.shape
     texels = texture.permute(1, 2, 0).reshape(Ht * Wt, C)
     shape = u.shape
-    u = u.reshape(-1)
-    v = v.reshape(-1)
-    m = u.shape[0]
-    z = torch.zeros(m, dtype=torch.long, device=u.device)
-    out = _bilinear_flat(
-        texels,
-        z,
-        z + Wt,
-        z + Ht,
-        torch.full((m,), wrap == "repeat", dtype=torch.bool, device=u.device),
-        u,
-        v,
-    )
+    u, v = u.reshape(-1), v.reshape(-1)
+    z = torch.zeros(u.shape[0], dtype=torch.long, device=u.device)
+    rep = torch.full_like(z, wrap == "repeat", dtype=torch.bool)
+    out = _bilinear_flat(texels, z, z + Wt, z + Ht, rep, u, v)
     return out.reshape(*shape, C)
 
 
@@ -217,40 +202,20 @@ class TextureAtlas:
         """Autograd-tracked bilinear sample (M, 3) for ``slot`` (M,) long at (u, v) (M,);
         ``level`` (M,) detached float for trilinear mip-mapping or None for level 0."""
         rep = self.repeat[slot]
+
+        def at(lev):
+            off, w, h = self.offset[slot, lev], self.width[slot, lev], self.height[slot, lev]
+            return _bilinear_flat(self.texels, off, w, h, rep, u, v)
+
         if level is None or self.offset.shape[1] == 1:
-            return _bilinear_flat(
-                self.texels,
-                self.offset[slot, 0],
-                self.width[slot, 0],
-                self.height[slot, 0],
-                rep,
-                u,
-                v,
-            )
+            return at(0)
         nl = self.num_levels[slot]
         lv = torch.minimum(level.clamp(min=0), (nl - 1).to(level.dtype))
         l0 = torch.floor(lv).long()
         l1 = torch.minimum(l0 + 1, nl - 1)
         a = (lv - l0.to(lv.dtype)).unsqueeze(-1)
-        c0 = _bilinear_flat(
-            self.texels,
-            self.offset[slot, l0],
-            self.width[slot, l0],
-            self.height[slot, l0],
-            rep,
-            u,
-            v,
-        )
-        c1 = _bilinear_flat(
-            self.texels,
-            self.offset[slot, l1],
-            self.width[slot, l1],
-            self.height[slot, l1],
-            rep,
-            u,
-            v,
-        )
-        return c0 + (c1 - c0) * a
+        c0 = at(l0)
+        return c0 + (at(l1) - c0) * a
 
 
 def build_atlas(
@@ -303,27 +268,10 @@ def build_atlas(
 
 # ---------------------------------------------------------------------------- fused sampler
 def _quad_coords(u, v, off, w, h, rep):
-    """Quad-table row and bilinear fractions for samples (all (n,)); clamp mode clamps the
-    continuous texel coordinate (clamp-to-edge), so its (u, v) gradient is 0 outside."""
-    wf = w.to(u.dtype)
-    hf = h.to(u.dtype)
-    xr = u * wf - 0.5
-    yr = (1.0 - v) * hf - 0.5
-    xc = torch.minimum(xr.clamp(min=0), wf - 1)
-    yc = torch.minimum(yr.clamp(min=0), hf - 1)
-    inside_x = rep | ((xr >= 0) & (xr <= wf - 1))  # where d x / d u != 0
-    inside_y = rep | ((yr >= 0) & (yr <= hf - 1))
-    x = torch.where(rep, xr, xc)
-    y = torch.where(rep, yr, yc)
-    x0 = torch.floor(x)
-    y0 = torch.floor(y)
-    ax = x - x0
-    ay = y - y0
-    xi = x0.long()
-    yi = y0.long()
-    xi = torch.where(rep, torch.remainder(xi, w), torch.minimum(xi, w - 1))
-    yi = torch.where(rep, torch.remainder(yi, h), torch.minimum(yi, h - 1))
-    return off + yi * w + xi, ax, ay, wf * inside_x, -hf * inside_y
+    """Quad-table row (the first corner's texel), bilinear fractions and d/du, d/dv scales
+    of samples (all (n,)); see :func:`bilinear_corners`."""
+    (row,), ax, ay, sx, sy = bilinear_corners(u, v, off, w, h, rep, four=False)
+    return row, ax, ay, sx, sy
 
 
 def _bilerp(q, ax, ay):

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..render.silhouettes import _SOFT_TAIL
 from .keys import FitKey
 from .model import VideoModel
 from .objective import Target
@@ -39,9 +40,6 @@ __all__ = [
 ]
 
 _CHUNK_ELEMENTS = 1 << 22  # predicted values (frames x worlds x pixels) per forward-mode chunk
-# Soft coverage is exactly 0 beyond this many sigma outside a silhouette (the renderer's own
-# cut, `diffcam.render.silhouettes._SOFT_TAIL`), so windows this wide lose nothing.
-_TAIL = {torch.float32: 17.0, torch.float64: 37.0}
 _DIFFERENCE_STEP = {torch.float32: 1e-3, torch.float64: 1e-6}  # raw units
 
 
@@ -61,8 +59,9 @@ class Plan:
             yield slice(start, min(self.horizon, start + size))
 
     def margin(self, dtype: torch.dtype) -> float:
-        """Pixels around a body that its soft silhouette reaches (and a bit for AA)."""
-        return _TAIL.get(dtype, 17.0) * float(self.render.get("edge_softness", 0.0)) + 2.0
+        """Pixels around a body that its soft silhouette reaches (and a bit for AA): soft
+        coverage is exactly 0 beyond the renderer's cut, so windows this wide lose nothing."""
+        return _SOFT_TAIL[dtype] * float(self.render.get("edge_softness", 0.0)) + 2.0
 
 
 @dataclasses.dataclass

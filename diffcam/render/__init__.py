@@ -19,14 +19,16 @@ Pipeline, split at the rasterise / shade boundary:
 Soft edges (``edge_softness > 0``): ``silhouettes`` composites every primitive's coverage and
 colour front to back inside per-primitive pixel windows.
 
-Backends (hard edges, no mip-mapping): "eager" (default) is the chunked pipeline above;
-"dense" is one branch-free pass over all pixels with the K primitives unrolled (``dense``;
-for planar-only scenes ``fast``: a hand-written backward from what the forward keeps per
-pixel: per-pixel gradients, their sums per (b, k) as one batched matrix product,
-scatter-adds into the texels); "compile" runs "dense" through ``torch.compile`` (per-pixel
-values selected among few primitives instead of gathered, the (b, k) sums as fused masked
-sums, the texel scatter on blocks of images, one single-threaded scatter per CPU thread,
-``scatter``). All three give the same values and gradients (tests/diffcam/test_backends.py).
+Backends: one reference path and one fast path. "eager" (default) is the pipeline above,
+chunked, for every primitive kind and option. "compile" is the fast path for hard edges
+without mip-mapping when every primitive is a rectangle or a plane (``fast``, through
+``torch.compile``): one fused pass over all pixels (its own nearest-hit test from the planar
+forms, per-pixel values selected among few primitives instead of gathered, the bilinear
+corners of ``textures.bilinear_corners`` like the reference path) and a hand-written backward
+from what the forward keeps per pixel: per-pixel gradients, their sums per (b, k) as fused
+masked sums, the texel scatter on blocks of images, one single-threaded scatter per CPU
+thread (``scatter``). Other scenes given "compile" take the reference path. Both give the
+same values and gradients (tests/diffcam/test_backends.py).
 On the CPU every backward is deterministic for a given thread count (index_add; the compiled
 scatters run without atomics, each block into its own buffer, summed in a fixed order); on
 CUDA the scatters use atomic adds, so their summation order may vary between runs.

@@ -12,15 +12,17 @@ from ..camera import PinholeCamera
 from ..primitives import Primitive
 from ..textures import build_atlas, composite
 from .background import _background, _layer_inverse_depth
-from .dense import _dense_fn
 from .fast import PlanarArgs, _PlanarRender
 from .frame import Frame, TexMeta, make_frame
-from .hits import hard_hits, nearest_ids
+from .hits import hard_hits
 from .mipmap import texture_levels
 from .planar import _tables
 from .silhouettes import _soft
 
 __all__ = ["render", "render_buffers", "Lighting", "RenderBuffers"]
+
+# the reference path, and the fast path for scenes of rectangles and planes
+BACKENDS = ("eager", "compile")
 
 
 @dataclass
@@ -122,15 +124,16 @@ def render_buffers(
         max_chunk_elements: bound on B * K * rows * W per chunk of the per-primitive passes;
             soft edges keep their per-sample graph for the backward up to about 32 such
             chunks (1 GiB of float32 by default) and recompute it in the backward beyond.
-        backend: "eager" (default; chunked, cache-friendly, no compilation), "dense" (one
-            branch-free pass over all pixels) or "compile" (the dense pass through
-            ``torch.compile``: fused loops, about 2-4x faster than eager for scenes of
-            rectangles/planes, after a one-off compilation of seconds to tens of seconds per
-            scene structure and image size). "dense" applies to hard edges without
-            mip-mapping; "compile" to those when every primitive is a rectangle or plane
-            (compiled autograd of curved primitives was slower than eager); other settings
-            use the eager path. On Linux, `diffcam.allocator.keep_freed_memory()` makes
-            repeated large renders faster still (no fresh pages to fault in on every call).
+        backend: "eager" (default: the reference path, every primitive kind and option,
+            chunked, no compilation) or "compile" (the fast path: a fused forward and a
+            hand-written backward through ``torch.compile``, several times faster than eager
+            for scenes of rectangles and planes, after a one-off compilation of seconds to
+            tens of seconds per scene structure and image size). "compile" applies to hard
+            edges without mip-mapping when every primitive is a rectangle or a plane; other
+            scenes and settings take the reference path (compiled autograd of curved
+            primitives was slower than eager). On Linux,
+            `diffcam.allocator.keep_freed_memory()` makes repeated large renders faster still
+            (no fresh pages to fault in on every call).
         background_depth: optional (B|1, 1, s*H, s*W) camera-z depth (m) of an image-valued
             ``background``, in the depth buffer's convention (0, or inf, = nothing there).
             The background then acts as a pre-rendered opaque layer (e.g. static scenery
@@ -146,8 +149,8 @@ def render_buffers(
     """
     if len(primitives) == 0:
         raise ValueError("render: need at least one primitive")
-    if backend not in ("eager", "dense", "compile"):
-        raise ValueError(f"render: backend must be 'eager', 'dense' or 'compile', got {backend!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"render: backend must be 'eager' or 'compile', got {backend!r}")
     s = int(supersample)
     cam = camera.scaled(s) if s > 1 else camera
     frame = make_frame(cam, primitives, rotation, position, lighting)
@@ -179,75 +182,48 @@ def _render(frame: Frame, prims, background, background_depth, sigma, mipmap, ma
     None for hard edges) at the sampling resolution; ``sigma`` in samples."""
     B, H, W = frame.B, frame.H, frame.W
     dtype, device = frame.o.dtype, frame.o.device
-    use_dense = (
-        sigma <= 0
-        and not mipmap
-        and (backend == "dense" or (backend == "compile" and frame.planar_only))
-    )
+    fast = sigma <= 0 and not mipmap and backend == "compile" and frame.planar_only
     atlas = build_atlas(
         [p.appearance(dtype, device) for p in prims],
         [p.wrap == "repeat" for p in prims],
         mipmap,
-        quad=sigma <= 0 and not use_dense,
+        quad=not fast,
     )
     bg = _background(background, B, H, W, dtype, device)
     w0 = _layer_inverse_depth(background, background_depth, B, H, W, dtype, device)
     if sigma > 0:
         return _render_soft(frame, atlas, bg, w0, sigma, max_chunk)
-    if use_dense:
-        return _render_dense(frame, atlas, bg, w0, max_chunk, backend == "compile")
+    if fast:
+        return _render_fast(frame, atlas, bg, w0)
     return _render_eager(frame, atlas, bg, w0, mipmap, max_chunk)
 
 
 def _render_soft(frame: Frame, atlas, bg, w0, sigma, max_chunk):
-    """Soft edges: the composited image and coverage; depth and object id of the hard
-    winner (the depth with gradients, cheap next to the soft pass)."""
+    """Soft edges: the composited image and coverage, and the depth (with gradients) and
+    object id of the hard winner, found among the same samples."""
     B, H, W = frame.B, frame.H, frame.W
-    oid = nearest_ids(frame, max_chunk, w0)
-    img, coverage = _soft(frame, atlas, bg, sigma, max_chunk, w0)
-    img = img.view(B, H, W, 3).permute(0, 3, 1, 2)
-    _, hits = hard_hits(frame._replace(light=None), max_chunk, oid=oid)
-    depth = hits.depth_image(B * H * W)
-    return img, depth.view(B, 1, H, W), oid, coverage.view(B, 1, H, W)
+    out = _soft(frame, atlas, bg, sigma, max_chunk, w0)
+    img = out.image.view(B, 3, H, W)
+    depth, oid = out.depth.view(B, 1, H, W), out.object_id.view(B, H, W)
+    return img, depth, oid, out.coverage.view(B, 1, H, W)
 
 
-def _render_dense(frame: Frame, atlas, bg, w0, max_chunk, compiled: bool):
-    """Hard edges in one dense pass: the planar fast path when every primitive is planar,
-    else ``_hard_dense`` (compiled or not)."""
+def _render_fast(frame: Frame, atlas, bg, w0):
+    """Hard edges of a scene of rectangles and planes: the compiled planar fast path."""
     tabs = _tables(frame)
-    light = frame.light
-    lit = light is not None
-    meta = TexMeta.level0(atlas)
-    if frame.planar_only:
-        args = PlanarArgs(
-            tabs.test,
-            meta,
-            frame.codes,
-            frame.H,
-            frame.W,
-            lit,
-            compiled,
-            max(1, max_chunk // (4 * frame.K)),
-            w0,
-            # Whether a backward can follow (inside the Function, needs_input_grad is
-            # True even under no_grad): only then keep per-pixel data for it.
-            torch.is_grad_enabled() and any(t.requires_grad for t in (tabs.plan, atlas.texels, bg)),
-        )
-        img, depth, oid = _PlanarRender.apply(tabs.plan, atlas.texels, bg, args)
-        return img, depth, oid, None
-    img, depth, oid = _dense_fn(compiled)(
-        tabs,
-        atlas.texels,
-        meta,
-        bg,
+    args = PlanarArgs(
+        tabs.test,
+        TexMeta.level0(atlas),
         frame.codes,
         frame.H,
         frame.W,
-        lit,
-        light.ambient if lit else 0.0,
-        light.intensity if lit else 0.0,
+        frame.light is not None,
         w0,
+        # Whether a backward can follow (inside the Function, needs_input_grad is True
+        # even under no_grad): only then keep per-pixel data for it.
+        torch.is_grad_enabled() and any(t.requires_grad for t in (tabs.plan, atlas.texels, bg)),
     )
+    img, depth, oid = _PlanarRender.apply(tabs.plan, atlas.texels, bg, args)
     return img, depth, oid, None
 
 

@@ -1,9 +1,10 @@
-"""The planar fast path (backends "dense" and "compile" when every primitive is a rectangle or
-a plane): a plain-tensor forward over all pixels and a hand-written backward from what the
-forward keeps per pixel (per-pixel gradients, their sums per (image, primitive) as one batched
-matrix product, scatter-adds into the texels). Compiled, the per-pixel values are selected
-among few primitives instead of gathered, the (b, k) sums are fused masked sums, and the texel
-scatter runs on blocks of images, one single-threaded scatter per CPU thread.
+"""The fast path (backend "compile" when every primitive is a rectangle or a plane): a plain
+tensor forward over all pixels and a hand-written backward from what the forward keeps per
+pixel (per-pixel gradients, their sums per (image, primitive), scatter-adds into the texels),
+each compiled by ``torch.compile``. The per-pixel values are selected among few primitives
+instead of gathered, the (b, k) sums are fused masked sums, and the texel scatter runs on
+blocks of images, one single-threaded scatter per CPU thread. It gives the reference path's
+values and gradients (tests/diffcam/test_backends.py); every other scene takes that path.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import NamedTuple
 import torch
 
 from ..primitives import RECT
+from ..textures import bilinear_corners
 from .frame import TexMeta, _pixel_centres
 from .planar import P_D, P_DEPTH, P_SHADE, P_U, P_U0, P_V, P_V0, PlanarTest, affine, safe_inverse
 from .scatter import _scatter_in_threads, _scatter_texels
@@ -31,7 +33,7 @@ def _planar_table_at(plan_tab, kc, xp, yp):
 
     Under torch.compile with few primitives the entries are a chain of selects, which Inductor
     fuses into vector blends; a gather there becomes one scalar load per pixel and entry.
-    Eager, one gather.
+    With more primitives (or called uncompiled), one gather.
     """
     B, P = kc.shape
     K = plan_tab.shape[1]
@@ -47,11 +49,6 @@ def _planar_table_at(plan_tab, kc, xp, yp):
     U = affine(g, P_U, xp, yp)
     V = affine(g, P_V, xp, yp)
     return g, U, V, safe_inverse(affine(g, P_D, xp, yp))
-
-
-def _in_range(x, top):
-    """``x`` clamped to [0, top], NaN to 0 (``clamp`` keeps NaN)."""
-    return torch.minimum(torch.where(x >= 0, x, torch.zeros_like(x)), top)
 
 
 def _planar_nearest(test: PlanarTest, codes: tuple, xp, yp, w0):
@@ -78,35 +75,13 @@ def _planar_nearest(test: PlanarTest, codes: tuple, xp, yp, w0):
 
 
 def _bilinear_corners(u, v, fg, kc, meta: TexMeta):
-    """Bilinear sample of (u, v) (B, P) in each pixel's texture ``kc`` (B, P), as
-    ``textures._bilinear_texels`` takes it: the four corners' flat texel indices (long, in
-    range even for non-finite (u, v)), the fractions ax, ay (0 off the objects ``fg``, so
-    that the backward's texel weights stay finite there) and the scales sx, sy of d/du, d/dv
-    (0 where clamping holds the coordinate)."""
+    """:func:`textures.bilinear_corners` of (u, v) (B, P) in each pixel's texture ``kc``
+    (B, P), with the fractions ax, ay 0 off the objects ``fg`` (so that the backward's texel
+    weights stay finite there)."""
     off, wi, hi, rep = meta.offset[kc], meta.width[kc], meta.height[kc], meta.repeat[kc]
-    wf, hf = wi.to(u.dtype), hi.to(u.dtype)
-    xr = u * wf - 0.5
-    yr = (1.0 - v) * hf - 0.5
-    xq = torch.where(rep, xr, torch.minimum(xr.clamp(min=0), wf - 1))
-    yq = torch.where(rep, yr, torch.minimum(yr.clamp(min=0), hf - 1))
-    x0f = torch.floor(xq)
-    y0f = torch.floor(yq)
-    ax = torch.where(fg, xq - x0f, torch.zeros_like(xq))
-    ay = torch.where(fg, yq - y0f, torch.zeros_like(yq))
-    x0w = torch.where(rep, x0f - wf * torch.floor(x0f / wf), x0f)
-    y0w = torch.where(rep, y0f - hf * torch.floor(y0f / hf), y0f)
-    x1w = torch.where(rep, torch.where(x0w + 1 >= wf, 0.0, x0w + 1), torch.minimum(x0w + 1, wf - 1))
-    y1w = torch.where(rep, torch.where(y0w + 1 >= hf, 0.0, y0w + 1), torch.minimum(y0w + 1, hf - 1))
-    # In range even for non-finite (u, v) (a NaN pose): the compiled backend reads and
-    # scatters texels without Inductor's bounds checks.
-    x0w, x1w = (_in_range(x, wf - 1) for x in (x0w, x1w))
-    y0w, y1w = (_in_range(y, hf - 1) for y in (y0w, y1w))
-    r0 = off + y0w.long() * wi
-    r1 = off + y1w.long() * wi
-    corners = (r0 + x0w.long(), r0 + x1w.long(), r1 + x0w.long(), r1 + x1w.long())
-    sx = wf * (rep | ((xr >= 0) & (xr <= wf - 1)))
-    sy = -hf * (rep | ((yr >= 0) & (yr <= hf - 1)))
-    return corners, ax, ay, sx, sy
+    corners, ax, ay, sx, sy = bilinear_corners(u, v, off, wi, hi, rep)
+    zero = torch.zeros_like(ax)
+    return corners, torch.where(fg, ax, zero), torch.where(fg, ay, zero), sx, sy
 
 
 def _planar_forward(
@@ -115,7 +90,7 @@ def _planar_forward(
     """Image (B, 3, H, W), depth (B, 1, H, W) and primitive id (B, H, W) of a planar scene:
     the nearest hit (against a layer's inverse depth ``w0`` (B|1, H, W) if any), its (u, v)
     from the planar table, a bilinear texel sample. Plain tensor code without autograd, fused
-    by ``torch.compile`` when the compiled backend is used; every per-pixel quantity is a
+    by ``torch.compile``; every per-pixel quantity is a
     (B, P) plane, colours one plane per channel (an (B, P, 3) layout made Inductor loop over
     the 3 channels with masked vectors).
 
@@ -219,7 +194,7 @@ def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best
             [torch.where(m, f, torch.zeros_like(f)).sum(-1) for f in feats + extra] for m in masks
         ]
         return torch.stack([torch.stack(row, -1) for row in sums], 1), gc, g_bg
-    # Eager: the per-(image, primitive) sums as one batched product with the one-hot
+    # More primitives (or uncompiled): the per-(image, primitive) sums as one batched product with the one-hot
     # primitive ids (background pixels: all zero), (B, K, P) with the pixels innermost.
     ks = torch.arange(K, device=best_k.device)
     one_hot = (best_k.unsqueeze(1) == ks.view(1, -1, 1)).to(plan_tab.dtype)
@@ -230,13 +205,11 @@ def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best
 _PLANAR_FNS = {}
 
 
-def _planar_fns(compiled: bool):
-    """(forward, per-pixel backward, texel scatter), compiled or not."""
-    if not compiled:
-        return _planar_forward, _planar_backward_pixels, _scatter_texels
+def _planar_fns():
+    """(forward, per-pixel backward, texel scatter), compiled once per process."""
     if "f" not in _PLANAR_FNS:
         # Without Inductor's bounds checks on gathers and scatters: the texel indices are
-        # in range by construction (`_in_range`), and the checks are a noticeable cost.
+        # in range by construction (`textures.bilinear_corners`), and the checks cost.
         unchecked = {"assert_indirect_indexing": False}
         _PLANAR_FNS["f"] = torch.compile(_planar_forward, dynamic=False, options=unchecked)
         # room for the K × F masked sums in one fused loop (Inductor's default: 16)
@@ -269,9 +242,8 @@ def _compiled_scatter(idx, ax, ay, gc, n_texels: int):
 
 class PlanarArgs(NamedTuple):
     """The non-differentiable inputs of :class:`_PlanarRender`: no-grad test forms (B, K, 3),
-    texture slots (K,), kind codes, image size, lit, compiled, ``chunk`` (pixels per block of
-    the uncompiled forward), the layer's inverse depth w0 (B|1, H, W) or None, and ``keep``
-    (whether a backward can follow)."""
+    texture slots (K,), kind codes, image size, lit, the layer's inverse depth w0 (B|1, H, W)
+    or None, and ``keep`` (whether a backward can follow)."""
 
     test: PlanarTest
     meta: TexMeta
@@ -279,8 +251,6 @@ class PlanarArgs(NamedTuple):
     H: int
     W: int
     lit: bool
-    compiled: bool
-    chunk: int
     w0: torch.Tensor | None
     keep: bool
 
@@ -292,34 +262,19 @@ class _PlanarRender(torch.autograd.Function):
     per-(image, primitive) sums of the planar table's gradient, and the texel scatter.
 
     Inputs: plan_tab (B, K, 12|13), texels (N, 3), bg (B|1, H*W, 3) (the differentiable
-    ones) and :class:`PlanarArgs`. Uncompiled, the forward runs over blocks of images
-    (cache-sized, ``chunk`` pixels); compiled, the fused loops run over the whole batch at
-    once.
+    ones) and :class:`PlanarArgs`. The compiled loops run over the whole batch at once.
     """
 
     @staticmethod
     def forward(ctx, plan_tab, texels, bg, a: PlanarArgs):
-        fwd = _planar_fns(a.compiled)[0]
         # A non-finite pose (a diverged simulation) gives no hit, but background pixels
         # still evaluate primitive 0's table; finite there, no NaN reaches a gradient (the
         # backward's per-primitive sums are products with a one-hot, where 0 * NaN = NaN).
         plan_tab = torch.nan_to_num(plan_tab, nan=0.0, posinf=0.0, neginf=0.0)
-        B = a.test.w.shape[0]
-        nb = B if a.compiled else max(1, min(B, a.chunk // (a.H * a.W)))
-        outs = []
-        for b0 in range(0, B, nb):
-            sl = slice(b0, min(B, b0 + nb))
-            bgs = bg if bg.shape[0] == 1 else bg[sl]
-            w0s = a.w0 if a.w0 is None or a.w0.shape[0] == 1 else a.w0[sl]
-            test = PlanarTest(*(form[sl] for form in a.test))
-            outs.append(
-                fwd(plan_tab[sl], texels, bgs, test, a.meta, a.codes, a.H, a.W, a.lit, w0s, a.keep)
-            )
-        img, depth, best_k, *kept = (
-            torch.cat(x) if len(outs) > 1 else x[0] for x in zip(*outs, strict=True)
-        )
+        args = (a.test, a.meta, a.codes, a.H, a.W, a.lit, a.w0, a.keep)
+        img, depth, best_k, *kept = _planar_fns()[0](plan_tab, texels, bg, *args)
         ctx.save_for_backward(plan_tab, best_k, *kept)
-        ctx.args = (a.H, a.W, a.lit, a.compiled, bg.shape[0] == 1, texels.shape[0])
+        ctx.args = (a.H, a.W, a.lit, bg.shape[0] == 1, texels.shape[0])
         ctx.mark_non_differentiable(best_k)
         ctx.set_materialize_grads(False)  # no zero planes for an unused depth
         return img, depth, best_k
@@ -329,8 +284,8 @@ class _PlanarRender(torch.autograd.Function):
     def backward(ctx, g_img, g_depth, _):
         plan_tab, best_k, *kept = ctx.saved_tensors
         saved, idx = kept[:-4], kept[-4:]
-        H, W, lit, compiled, bg_shared, n_texels = ctx.args
-        _, pixels, scatter = _planar_fns(compiled)
+        H, W, lit, bg_shared, n_texels = ctx.args
+        _, pixels, scatter = _planar_fns()
         B = plan_tab.shape[0]
         no_image_grad = g_img is None
         if no_image_grad:

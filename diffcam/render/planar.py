@@ -117,7 +117,7 @@ def _planar_forms(f: Frame) -> PlanarForms:
 
 
 def _tables(f: Frame) -> Tables:
-    """Per-(b, k) tables shared by the chunked and the dense hard paths (see :class:`Tables`);
+    """Per-(b, k) tables shared by the reference and the fast hard paths (see :class:`Tables`);
     the shading column / light columns are present when ``f.light`` is set."""
     B, K, H, W = f.B, f.K, f.H, f.W
     dtype, device = f.o.dtype, f.o.device

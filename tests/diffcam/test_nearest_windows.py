@@ -1,19 +1,24 @@
 """The eager path tests each primitive only inside a pixel window around its projection (and
-capsules / cylinders exactly only near their axis): it must find the same nearest hits as the
-dense backend, which tests every pixel, whatever the poses."""
+capsules / cylinders exactly only near their axis): it must find the same nearest hits as
+testing every pixel exactly, whatever the poses."""
 
 from __future__ import annotations
+
+import importlib
 
 import pytest
 import torch
 
 import diffcam
+from diffcam.primitives import intersect
 
 from ._common import axis_angle, front_camera
 
+nearest = importlib.import_module("diffcam.render.nearest")
+
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_windows_find_every_hit(dtype):
+def test_windows_find_every_hit(dtype, monkeypatch):
     g = torch.Generator().manual_seed(0)
     cam = front_camera(width=40, height=30, dtype=dtype, eye=(0.0, -3.0, 0.5), fov=50.0)
     prims = [
@@ -33,10 +38,15 @@ def test_windows_find_every_hit(dtype):
     pos[1, 3] = torch.tensor([0.0, -4.0, 0.5], dtype=dtype)  # the sphere is behind it
     pos[2, 4] = torch.tensor([0.0, -3.0, 0.5], dtype=dtype)  # the camera inside the capsule
     eager = diffcam.render_buffers(cam, prims, rot, pos)
-    dense = diffcam.render_buffers(cam, prims, rot, pos, backend="dense")
     chunked = diffcam.render_buffers(cam, prims, rot, pos, max_chunk_elements=700)
+    # every primitive tested at every pixel, exactly
+    B_, H, W = eager.object_id.shape
+    zero = torch.zeros(B_, dtype=torch.long)
+    monkeypatch.setattr(nearest, "_pixel_windows", lambda *a: (zero, zero, H, W))
+    monkeypatch.setattr(nearest, "_intersect_culled", intersect)
+    every = diffcam.render_buffers(cam, prims, rot, pos)
     for k in range(K):  # every primitive wins pixels somewhere
         assert (eager.object_id == k).any()
-    assert torch.equal(eager.object_id, dense.object_id)
+    assert torch.equal(eager.object_id, every.object_id)
     assert torch.equal(eager.object_id, chunked.object_id)
     torch.testing.assert_close(eager.image, chunked.image, rtol=0, atol=0)

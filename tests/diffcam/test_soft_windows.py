@@ -11,27 +11,38 @@ import pytest
 import torch
 
 import diffcam
+from diffcam.render.frame import _local_dirs
 from diffcam.scene import SCENES_DIR
 
 from ._common import axis_angle, smooth_texture
 
 render_mod = importlib.import_module("diffcam.render.silhouettes")
+reach_mod = importlib.import_module("diffcam.render.reach")
 
 # per-pixel bound: K primitives, each coverage changed by < sigmoid(-tail), colours in [0, 1]
-ATOL = {torch.float32: 2e-6, torch.float64: 1e-14}
+# (float32: a cut at 1e-4, with at most 3 primitives near a pixel here; float64: exact)
+ATOL = {torch.float32: 3e-4, torch.float64: 1e-14}
 
 
-def _spy_windows(monkeypatch):
-    sizes = []
-    orig = render_mod._soft_windows
+def _spy_reach(monkeypatch):
+    """Per call of `reach.kept_pixels`: (render call, k, pixels kept, candidates), over the
+    batch; render calls counted by `reach.candidates`."""
+    calls, kept = [], []
+    orig_candidates, orig_kept = reach_mod.candidates, reach_mod.kept_pixels
 
-    def spy(*args, **kwargs):
-        out = orig(*args, **kwargs)
-        sizes.append({k: (hk, wk) for k, (_, _, hk, wk) in out.items()})
+    def spy_candidates(*args, **kwargs):
+        calls.append(1)
+        return orig_candidates(*args, **kwargs)
+
+    def spy_kept(f, k, cand, *args, **kwargs):
+        out = orig_kept(f, k, cand, *args, **kwargs)
+        n_kept = 0 if out is None else int(out.valid.sum())
+        kept.append((len(calls) - 1, k, n_kept, int(cand.valid.sum())))
         return out
 
-    monkeypatch.setattr(render_mod, "_soft_windows", spy)
-    return sizes
+    monkeypatch.setattr(render_mod, "candidates", spy_candidates)
+    monkeypatch.setattr(render_mod, "kept_pixels", spy_kept)
+    return kept
 
 
 def _check(run, leaves, monkeypatch, dtype, weights):
@@ -62,16 +73,21 @@ def test_pendulum_cart_windows_match_full_soft_render(dtype, monkeypatch):
     posed = state.replace(rotation=rot, position=pos)
     H, W = scene.camera.height, scene.camera.width
     weights = torch.rand(4, 3, H, W, generator=torch.Generator().manual_seed(0), dtype=dtype)
-    sizes = _spy_windows(monkeypatch)
+    kept = _spy_reach(monkeypatch)
 
     def run():
         return scene.render(posed, edge_softness=1.0, static_cache=True)
 
     img, _ = _check(run, [rot, pos], monkeypatch, dtype, weights)
-    # the windows of the two moving bodies are a small part of the image (the point of it)
+    # the pixels the two moving bodies' soft edges reach are a small part of the image (the
+    # point of it; float64's cut is 4x as far out)
     # (the first call renders the cached static layer: 5 bodies; then the 2 moving ones)
-    moving = [w for w in sizes if len(w) == 2][0]
-    assert sum(hk * wk for hk, wk in moving.values()) < 0.4 * 2 * H * W
+    call = [i for i, k, _, _ in kept if k == 4][0] + 1
+    n_kept = sum(n for i, _, n, _ in kept if i == call)
+    n_cand = sum(n for i, _, _, n in kept if i == call)
+    assert n_kept < (0.15 if dtype == torch.float32 else 0.8) * 4 * H * W
+    # and the candidates are few more (the curved bound is looser at float64's cut)
+    assert n_kept <= n_cand < (1.5 if dtype == torch.float32 else 2.5) * n_kept
     # and the moving bodies are drawn: the image differs from the cached static layer
     still = scene.render(posed.replace(position=pos.detach() + 100.0), edge_softness=1.0)
     assert (img.detach() - still).abs().amax() > 0.1
@@ -117,7 +133,7 @@ def test_border_crossing_and_sharp_corners_match_full_soft_render(dtype, monkeyp
     bg_depth[..., : W // 3] = 0.0  # an empty part of the layer (nothing behind)
     light = diffcam.Lighting()
     weights = torch.rand(B, 3, H, W, generator=g, dtype=dtype)
-    sizes = _spy_windows(monkeypatch)
+    kept = _spy_reach(monkeypatch)
 
     def run():
         return diffcam.render(
@@ -132,7 +148,8 @@ def test_border_crossing_and_sharp_corners_match_full_soft_render(dtype, monkeyp
         )
 
     img, _ = _check(run, [rot, pos, tex, bg], monkeypatch, dtype, weights)
-    assert all(hk < H or wk < W for hk, wk in sizes[0].values())  # windows in use
+    if dtype == torch.float32:  # candidates in use (float64's cut, 37 px, spans this image)
+        assert all(n_cand < B * H * W for i, _, _, n_cand in kept if i == 0)
     # the primitives reach the borders: some coverage at the first and last column and row
     diff = (img.detach() - bg.detach()).abs().amax(1)
     assert diff[..., 0].amax() > 0.1 and diff[..., -1].amax() > 0.1 and diff[:, 0].amax() > 0.1
@@ -160,30 +177,38 @@ def test_chunked_windows_match(monkeypatch):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("kind", ["box", "rectangle"])
-def test_coarse_distance_pass_marks_every_near_row_and_column(kind):
-    """Boxes and rectangles find their windows from a sample grid (their distance is
-    1-Lipschitz in pixels): the rows and columns it marks include every one the per-pixel test
-    marks, for random poses (thin, oblique, partly off-screen)."""
-    from diffcam.primitives import silhouette_distance
+def _marked(pixels, B: int, P: int):
+    """(B, P) bool: the real entries of a `reach.PixelList`."""
+    flat = pixels.pix + P * torch.arange(B).unsqueeze(1)
+    marked = torch.zeros(B * P, dtype=torch.bool)
+    marked[flat[pixels.valid]] = True
+    return marked.view(B, P)
 
-    dtype, B, H, W = torch.float64, 64, 37, 53  # sizes not multiples of the stride
-    g = torch.Generator().manual_seed(2)
-    size = [0.6, 0.05, 0.3] if kind == "box" else [0.6, 0.05]
+
+@pytest.mark.parametrize("kind", ["sphere", "capsule", "cylinder", "box", "rectangle"])
+@pytest.mark.parametrize("margin", [0.5, 9.21, 37.0])
+def test_candidates_hold_every_near_pixel(kind, margin):
+    """The candidate pixels of a primitive's soft edge (spheres, capsules and cylinders: the
+    per-row sections of a bounding box grown by what the margin can reach; boxes and
+    rectangles: the per-row spans their edge lines allow) hold every pixel the per-pixel test
+    marks, for random poses (near, far, oblique, thin, partly off-screen, behind the camera)
+    and margins up to float64's cut, and far fewer than the whole image; boxes' and
+    rectangles' are those pixels."""
+    from diffcam.primitives import silhouette_distance
+    from diffcam.render.frame import make_frame
+
+    dtype, B, H, W = torch.float64, 64, 120, 160  # f = 165 px: the 37-px margin bounds
+    g = torch.Generator().manual_seed(3)
+    size = {
+        "sphere": 0.3,
+        "capsule": [0.1, 0.8],
+        "cylinder": [0.2, 0.5],
+        "box": [0.6, 0.05, 0.3],
+        "rectangle": [0.6, 0.05],
+    }[kind]
     prims = [diffcam.Primitive(kind, size)]
     rot = axis_angle(2.0 * torch.randn(B, 1, 3, generator=g, dtype=dtype))
-    pos = torch.randn(B, 1, 3, generator=g, dtype=dtype) * torch.tensor([1.0, 0.5, 0.6])
-    seen = {}
-    orig = render_mod._coarse_near
-
-    def spy(A, o, h, dxp, dyp, fx1, fy1, f_mean, code, ks, margin):
-        seen["coarse"] = orig(A, o, h, dxp, dyp, fx1, fy1, f_mean, code, ks, margin)
-        d = render_mod._local_dirs(A[:, ks], dxp, dyp).reshape(B, 1, -1, 3)
-        sd, _, _ = silhouette_distance(code, o[:, ks], d, h[:, ks], A[:, ks], fx1, fy1, f_mean)
-        near = (sd > -margin).view(B, 1, H, W)
-        seen["exact"] = (near.any(3), near.any(2))
-        return seen["coarse"]
-
+    pos = torch.randn(B, 1, 3, generator=g, dtype=dtype) * torch.tensor([1.0, 2.0, 0.6])
     cam = diffcam.PinholeCamera.look_at(
         torch.tensor([0.0, -3.0, 0.0], dtype=dtype),
         torch.zeros(3, dtype=dtype),
@@ -192,13 +217,19 @@ def test_coarse_distance_pass_marks_every_near_row_and_column(kind):
         W,
         H,
     )
-    mp = pytest.MonkeyPatch()
-    mp.setattr(render_mod, "_coarse_near", spy)
-    mp.setitem(render_mod._SOFT_TAIL, dtype, 3.0)  # a small margin: the windows are tight
-    try:
-        diffcam.render(cam, prims, rot, pos, edge_softness=1.0)
-    finally:
-        mp.undo()
-    for coarse, exact in zip(seen["coarse"], seen["exact"], strict=True):
-        assert not (exact & ~coarse).any()  # a superset
-        assert exact.any() and (~coarse).any()  # and a test of something
+    f = make_frame(cam, prims, rot, pos, None)
+    cand = reach_mod.candidates(f, margin)[0]
+    marked = _marked(cand, B, H * W)
+    assert cand.valid.sum(1).equal(marked.sum(1))  # no pixel listed twice
+    d = _local_dirs(f.A, f.dxp, f.dyp).reshape(B, 1, -1, 3)
+    fx1, fy1 = f.fx.unsqueeze(1), f.fy.unsqueeze(1)
+    sd, _, _ = silhouette_distance(f.codes[0], f.o, d, f.h, f.A, fx1, fy1, 0.5 * (fx1 + fy1))
+    near = (sd > -margin).view(B, H * W)
+    assert near.any() and not (near & ~marked).any()  # a superset
+    if kind in ("box", "rectangle"):  # exact, but for pixels within rounding of the cut
+        assert int((marked & ~near).sum()) <= 1e-4 * B * H * W
+    # and a test of something (loose at float64's cut: t may be as deep as T)
+    assert int(marked.sum()) < (0.5 if margin < 10 else 0.9) * B * H * W
+    kept = reach_mod.kept_pixels(f, 0, cand, margin, 1 << 23)
+    if kind not in ("box", "rectangle"):  # the exact test on the candidates: the per-pixel one
+        assert _marked(kept, B, H * W).equal(near)

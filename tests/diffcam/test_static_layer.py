@@ -20,7 +20,8 @@ def _scenery(kind):
 
     A textured backdrop and a box in front of it are static; the moving primitives pass in
     front of the backdrop and behind the box. ``kind`` "planar" makes the moving ones
-    rectangles (the dense backend's hand-written planar path), "mixed" a sphere and a box.
+    rectangles and a plane (the compiled fast path, over a layer drawn by the reference path),
+    "mixed" a sphere and a box (which "compile" renders through the reference path).
     """
     tex = smooth_texture(8)
     front = torch.tensor(FACING_FRONT, dtype=F64)
@@ -75,14 +76,14 @@ def _full(cam, static, s_rot, s_pos, moving, m_rot, m_pos, **kw):
     "kw",
     [
         {},
-        {"backend": "dense"},
+        {"backend": "compile"},
         {"lighting": diffcam.Lighting()},
-        {"lighting": diffcam.Lighting(), "backend": "dense"},
+        {"lighting": diffcam.Lighting(), "backend": "compile"},
         {"supersample": 2},
         {"mipmap": True},
         {"max_chunk_elements": 500},
     ],
-    ids=["eager", "dense", "lit", "lit-dense", "ss2", "mipmap", "chunked"],
+    ids=["eager", "compile", "lit", "lit-compile", "ss2", "mipmap", "chunked"],
 )
 def test_layer_equals_full_render(kind, kw):
     cam = front_camera(width=20, height=16)
@@ -188,7 +189,7 @@ def _assert_same_buffers(a, b, atol):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("kw", [{}, {"supersample": 2}, {"backend": "dense"}])
+@pytest.mark.parametrize("kw", [{}, {"supersample": 2}, {"backend": "compile"}])
 def test_scene_cache_equals_full_render_pendulum_cart(dtype, kw):
     scene, state = _pendulum_cart(dtype)
     atol = 1e-6 if dtype == torch.float32 else 1e-12
