@@ -246,12 +246,28 @@ def _cmd_render(args) -> int:
     return 0
 
 
+def _cmd_import_mjcf(args) -> int:
+    from .mjcf import import_mjcf, write_scene_file
+
+    imported = import_mjcf(args.model)
+    out = Path(args.out) if args.out else Path(args.model).with_suffix(".toml")
+    write_scene_file(imported, out)
+    for note in imported.notes:
+        print(f"note: {note}")
+    config = imported.config
+    print(
+        f"wrote {out} ({len(config['bodies'])} bodies, {len(config.get('joints', []))} joints, "
+        f"{len(imported.actuators)} actuators)"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="diffcam",
         description="Simulate and render diffcam scenes (TOML files, see scenes/).",
     )
-    sub = p.add_subparsers(dest="command", metavar="{render,check}")
+    sub = p.add_subparsers(dest="command", metavar="{render,check,import-mjcf}")
     r = sub.add_parser("render", help="simulate a scene and write a video")
     r.add_argument("scene", help="a scene file, e.g. scenes/pendulum_cart.toml")
     r.add_argument("--seconds", type=float, default=3.0, help="simulated time (default 3)")
@@ -280,6 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="validate a scene and print a summary")
     c.add_argument("scene")
     c.set_defaults(func=_cmd_check)
+    m = sub.add_parser("import-mjcf", help="convert a MuJoCo MJCF model (.xml) to a scene file")
+    m.add_argument("model", help="an MJCF file made of primitive geoms")
+    m.add_argument("-o", "--out", help="the scene file to write (default: MODEL with .toml)")
+    m.set_defaults(func=_cmd_import_mjcf)
     return p
 
 

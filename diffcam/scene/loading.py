@@ -43,7 +43,8 @@ def load_scene(
     dtype: torch.dtype = torch.float32,
     overrides: Mapping[str, Any] | None = None,
 ) -> Scene:
-    """Load a TOML scene file (DESIGN.md section 6) into a `Scene`.
+    """Load a TOML scene file (DESIGN.md section 6), or an MJCF model (``.xml``, converted by
+    `diffcam.mjcf`), into a `Scene`.
 
     Args:
         path: the scene file.
@@ -65,7 +66,12 @@ def load_scene(
             if isinstance(v, torch.Tensor):
                 device = v.device
                 break
-    data = read_scene_file(path)
+    if Path(path).suffix.lower() == ".xml":  # an MJCF (MuJoCo) model: see diffcam.mjcf
+        from ..mjcf import read_mjcf
+
+        data = read_mjcf(path)
+    else:
+        data = read_scene_file(path)
     config = validate_scene(
         data,
         file=str(path),
