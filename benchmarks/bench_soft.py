@@ -121,7 +121,8 @@ def run_peer(python: str) -> dict:
     """mitsuba_cards.py --cards 5 --batch 64 --pose with ``python``: its last JSON line."""
     cmd = [python, PEER, "--cards", "5", "--batch", "64", "--pose"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    line = [x for x in out.splitlines() if '{"peer"' in x][-1]  # after Mitsuba's warnings
+    return json.loads(line[line.index('{"peer"') :])
 
 
 def main():

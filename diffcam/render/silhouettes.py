@@ -84,33 +84,18 @@ def _soft(f: Frame, atlas, bg, sigma: float, max_chunk: int, w0) -> SoftImage:
         image = _channels_first(bg, B)
         zeros = bg.new_zeros(B, P)
         return SoftImage(image, zeros, torch.full((B * P,), -1, device=bg.device), zeros.view(-1))
-    image, coverage = _composite(samples, bg, B, P, f.K)
-    object_id, depth = _winners(samples, B * P)
+    image, coverage, winners = _composite(samples, bg, B, P, f.K)
+    object_id, depth = _winner_images(samples, winners, B * P)
     return SoftImage(image, coverage, object_id, depth)
 
 
-def _winners(s: Samples, n_pix: int):
-    """The nearest hit per pixel among the samples: object id (n_pix,) long (-1: none; the
-    lower index on a tie, as in the hard test) and its depth (n_pix,) (tracked, 0: none).
-
-    One pass per primitive's block, in index order: a hit replaces the pixel's winner only
-    when strictly nearer."""
-    with torch.no_grad():
-        device = s.pid.device
-        best = torch.full((n_pix,), float("inf"), dtype=s.depth.dtype, device=device)
-        winner = torch.full((n_pix,), -1, dtype=torch.long, device=device)
-        for _, start, stop in s.blocks:
-            pid, depth = s.pid[start:stop], s.depth[start:stop]
-            nearer = (s.hit[start:stop] & (depth < best[pid])).nonzero().squeeze(1)
-            pid = pid[nearer]
-            best[pid] = depth[nearer]
-            winner[pid] = nearer + start
-        pix = (winner >= 0).nonzero().squeeze(1)
-        win = winner[pix]
-        object_id = torch.full((n_pix,), -1, dtype=torch.long, device=device)
-        object_id[pix] = s.prim[win]
-    depth_image = s.depth.new_zeros(n_pix).index_put((pix,), s.depth[win])
-    return object_id, depth_image
+def _winner_images(s: Samples, winners, n_pix: int):
+    """Object id (n_pix,) long (-1: none) and depth (n_pix,) (tracked, 0: none) images of
+    the winning samples ``winners`` (W,) long (one per pixel at most)."""
+    pix = s.pid[winners]
+    object_id = torch.full((n_pix,), -1, dtype=torch.long, device=pix.device)
+    object_id[pix] = s.prim[winners]
+    return object_id, s.depth.new_zeros(n_pix).index_put((pix,), s.depth[winners])
 
 
 def _soft_samples(f: Frame, atlas, sigma: float, margin: float, max_chunk: int, w0):
@@ -217,29 +202,36 @@ def _soft_samples(f: Frame, atlas, sigma: float, margin: float, max_chunk: int, 
 
 def _composite(s: Samples, bg, B: int, P: int, K: int):
     """Front-to-back compositing of the samples over the background ``bg`` (B|1, P, 3) on the
-    union of their pixels -> image (B, 3, P), coverage (B, P).
+    union of their pixels -> image (B, 3, P), coverage (B, P), and the hard winners: per
+    pixel the sample of the nearest primitive the ray meets (lower index on a tie, as in the
+    hard test), as sample indices (W,) long.
 
     Most pixels hold one primitive's sample: there the result is ``a c + (1 - a) bg`` with no
-    ordering; only pixels that several primitives reach are sorted by depth
-    (`_composite_sorted`). The image is the background, written once, with those pixels set.
+    ordering, and the sample wins where it is a hit; only pixels that several primitives
+    reach are sorted by depth (`_composite_sorted`). The image is the background, written
+    once, with those pixels set.
     """
     with torch.no_grad():
         single = torch.bincount(s.pid, minlength=B * P)[s.pid] == 1
     one = single.nonzero().squeeze(1)
     if 2 * one.numel() < s.pid.numel():  # mostly overlaps: all in depth order, no split
-        q, colours, coverage_q = _composite_sorted(s, bg, B, P, K)
-        return _write(bg, B, P, q, colours, coverage_q)
+        everything = torch.arange(s.pid.numel(), device=s.pid.device)
+        q, colours, coverage_q, winners = _composite_sorted(s, everything, bg, B, P, K)
+        return (*_write(bg, B, P, q, colours, coverage_q), winners)
     p1, a1 = s.pid[one], s.alpha[one].unsqueeze(1)
     out1 = a1 * s.colour[one] + (1.0 - a1) * _background_at(bg, p1, P)
     pixels, colours, coverages = [p1], [out1], [a1[:, 0]]
+    winners = [one[s.hit[one]]]
     if one.numel() < s.pid.numel():
         many = (~single).nonzero().squeeze(1)
         part = Samples(*(x[many] for x in s[:6]))
-        pixels_m, colours_m, coverage_m = _composite_sorted(part, bg, B, P, K)
+        pixels_m, colours_m, coverage_m, winners_m = _composite_sorted(part, many, bg, B, P, K)
         pixels.append(pixels_m)
         colours.append(colours_m)
         coverages.append(coverage_m)
-    return _write(bg, B, P, torch.cat(pixels), torch.cat(colours), torch.cat(coverages))
+        winners.append(winners_m)
+    image, coverage = _write(bg, B, P, torch.cat(pixels), torch.cat(colours), torch.cat(coverages))
+    return image, coverage, torch.cat(winners)
 
 
 def _write(bg, B: int, P: int, q, colours, coverage_q):
@@ -270,9 +262,11 @@ def _background_at(bg, pid, P: int):
     return bg.reshape(-1, 3).index_select(0, pid)
 
 
-def _composite_sorted(s: Samples, bg, B: int, P: int, K: int):
+def _composite_sorted(s: Samples, index, bg, B: int, P: int, K: int):
     """Samples of pixels that hold several, composited in depth order over ``bg``
-    (B|1, P, 3): the pixels' flat indices (N,), their colours (N, 3) and coverage (N,)."""
+    (B|1, P, 3): the pixels' flat indices (N,), their colours (N, 3) and coverage (N,), and
+    the winning samples (the first hit in depth order) as entries of ``index`` (S,), the
+    samples' indices in the caller's list."""
     dtype, device = s.alpha.dtype, s.alpha.device
     # the union of the pixels as a list of N flat pixels, and each sample's row in it
     # (marks over all pixels: linear, where sorting the samples is not)
@@ -289,7 +283,12 @@ def _composite_sorted(s: Samples, bg, B: int, P: int, K: int):
     alpha = torch.zeros(N, K, dtype=dtype, device=device).index_put(at, s.alpha)
     with torch.no_grad():
         depth = torch.full((N, K), _FAR, dtype=dtype, device=device).index_put(at, s.depth)
-        order = depth.argsort(dim=1)
+        order = depth.argsort(dim=1, stable=True)  # ties in primitive order
+        hit = torch.zeros(N, K, dtype=torch.bool, device=device).index_put(at, s.hit)
+        sample = torch.zeros(N, K, dtype=torch.long, device=device).index_put(at, index)
+        hit, sample = hit.gather(1, order), sample.gather(1, order)
+        first = hit.to(torch.uint8).argmax(1, keepdim=True)  # the first hit in depth order
+        winners = sample.gather(1, first)[:, 0][hit.any(1)]
     color = torch.zeros(N, K, 3, dtype=dtype, device=device).index_put(at, s.colour)
     alpha = alpha.gather(1, order)
     color = color.gather(1, order.unsqueeze(-1).expand_as(color))
@@ -297,7 +296,7 @@ def _composite_sorted(s: Samples, bg, B: int, P: int, K: int):
     before = torch.cat([torch.ones_like(trans[:, :1]), trans[:, :-1]], 1)
     behind = trans[:, -1:] * _background_at(bg, q, P)
     out = ((alpha * before).unsqueeze(-1) * color).sum(1) + behind
-    return q, out, 1.0 - trans[:, -1]
+    return q, out, 1.0 - trans[:, -1], winners
 
 
 _FAR = 1e30  # depth of a primitive not evaluated at a pixel (sorts last; coverage 0 there)
