@@ -21,7 +21,7 @@ def safe_sqrt(x: torch.Tensor, eps: float | None = None) -> torch.Tensor:
     """``sqrt(max(x, 0))`` with a zero (not infinite) gradient for ``x <= eps``."""
     eps = tiny(x) if eps is None else eps
     ok = x > eps
-    return torch.where(ok, torch.sqrt(torch.where(ok, x, torch.ones_like(x))), torch.zeros_like(x))
+    return torch.where(ok, torch.sqrt(torch.where(ok, x, 1.0)), 0.0)
 
 
 def safe_norm(v: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Tensor:
@@ -38,7 +38,9 @@ def safe_normalize(v: torch.Tensor, dim: int = -1) -> torch.Tensor:
 def safe_div(a: torch.Tensor, b: torch.Tensor, eps: float | None = None) -> torch.Tensor:
     """``a / b`` with ``|b|`` clamped away from 0 (keeping its sign) so nothing is inf/NaN."""
     eps = tiny(b) if eps is None else eps
-    b_safe = torch.where(b.abs() > eps, b, torch.where(b < 0, -eps, eps) * torch.ones_like(b))
+    b_safe = torch.where(
+        b.abs() > eps, b, torch.where(b < 0, b.new_tensor(-eps), b.new_tensor(eps))
+    )
     return a / b_safe
 
 

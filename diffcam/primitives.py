@@ -156,7 +156,7 @@ def _nearest_root(a, b, c):
     """Nearest positive root of a t^2 + 2 b t + c = 0 (a > 0) -> (t, valid)."""
     disc = b * b - a * c
     sq = safe_sqrt(disc)
-    a_s = torch.where(a > tiny(a), a, torch.ones_like(a))
+    a_s = torch.where(a > tiny(a), a, 1.0)
     t0 = (-b - sq) / a_s
     t1 = (-b + sq) / a_s
     eps = _eps_t(a)
@@ -167,7 +167,7 @@ def _nearest_root(a, b, c):
 def _both_roots(a, b, c):
     disc = b * b - a * c
     sq = safe_sqrt(disc)
-    a_s = torch.where(a > tiny(a), a, torch.ones_like(a))
+    a_s = torch.where(a > tiny(a), a, 1.0)
     ok = (disc > 0) & (a > tiny(a))
     return (-b - sq) / a_s, (-b + sq) / a_s, ok
 
@@ -178,7 +178,7 @@ def _min_valid(cands, valids):
     stacked = torch.stack([torch.where(v, c, big) for c, v in zip(cands, valids, strict=True)])
     t = stacked.amin(0)
     hit = t < 0.5 * _BIG
-    return torch.where(hit, t, torch.ones_like(t)), hit
+    return torch.where(hit, t, 1.0), hit
 
 
 def intersect(code: int, o: torch.Tensor, d: torch.Tensor, h: torch.Tensor):
@@ -201,11 +201,11 @@ def intersect(code: int, o: torch.Tensor, d: torch.Tensor, h: torch.Tensor):
         hit = (t > eps) & (dz.abs() > tiny(dz))
         if code == RECT:
             hit = hit & ((ox + t * dx).abs() <= h[..., 0]) & ((oy + t * dy).abs() <= h[..., 1])
-        return torch.where(hit, t, torch.ones_like(t)), hit
+        return torch.where(hit, t, 1.0), hit
     if code == SPHERE:
         r = h[..., 0]
         t, hit = _nearest_root(_dot(d, d), _dot(o, d), _dot(o, o) - r * r)
-        return torch.where(hit, t, torch.ones_like(t)), hit
+        return torch.where(hit, t, 1.0), hit
     if code == BOX:
         inv = safe_div(torch.ones_like(d), d)
         ta = (-h - o) * inv
@@ -214,7 +214,7 @@ def intersect(code: int, o: torch.Tensor, d: torch.Tensor, h: torch.Tensor):
         tfar = torch.maximum(ta, tb).amin(-1)
         hit = (tfar >= tnear) & (tfar > eps)
         t = torch.where(tnear > eps, tnear, tfar)
-        return torch.where(hit, t, torch.ones_like(t)), hit
+        return torch.where(hit, t, 1.0), hit
     if code in (CYLINDER, CAPSULE):
         r, hl = h[..., 0], h[..., 1]
         a = dx * dx + dy * dy
@@ -251,7 +251,7 @@ def _lon(x, y):
 def _box_face(p, h):
     """Index (...,) long of the box face axis a point is on: argmax |p_i| / h_i (the first
     axis on ties). Written as comparisons: an argmax over a last axis of 3 is slow on CPU."""
-    ratio = p.abs() / torch.where(h > 0, h, torch.ones_like(h))
+    ratio = p.abs() / torch.where(h > 0, h, 1.0)
     rx, ry, rz = ratio.unbind(-1)
     axis = [torch.full_like(rx, i, dtype=torch.long) for i in range(3)]
     return torch.where((rx >= ry) & (rx >= rz), axis[0], torch.where(ry >= rz, axis[1], axis[2]))
@@ -313,13 +313,13 @@ def surface_normal(code: int, p: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     if code in (PLANE, RECT):
         return torch.stack([zero, zero, one], -1)
     if code == SPHERE:
-        return p / torch.where(h[..., :1] > 0, h[..., :1], torch.ones_like(h[..., :1]))
+        return p / torch.where(h[..., :1] > 0, h[..., :1], 1.0)
     if code == BOX:
         face = _box_face(p, h)
         sign = torch.where(p.gather(-1, face.unsqueeze(-1)) >= 0, 1.0, -1.0).to(p.dtype)
         return torch.nn.functional.one_hot(face, 3).to(p.dtype) * sign
     r, hl = h[..., 0:1], h[..., 1]
-    r_s = torch.where(r > 0, r, torch.ones_like(r))
+    r_s = torch.where(r > 0, r, 1.0)
     if code == CYLINDER:
         rho = safe_sqrt(x * x + y * y)
         cap = (z.abs() * r[..., 0] > rho * hl).unsqueeze(-1)
@@ -337,12 +337,12 @@ def _edge_lines(o, starts, dirs, centre_sign_ref, A, fx, fy):
     uses them (``n . d / norm`` is the signed pixel distance to edge e's line)."""
     n = torch.linalg.cross(starts - o.unsqueeze(2), dirs.expand_as(starts), dim=-1)  # (B,K,E,3)
     s = torch.sign(_dot(n, centre_sign_ref.unsqueeze(2) - o.unsqueeze(2)))
-    n = n * torch.where(s == 0, torch.ones_like(s), s).unsqueeze(-1)
+    n = n * torch.where(s == 0, 1.0, s).unsqueeze(-1)
     n_cam = (n.unsqueeze(-2) @ A.unsqueeze(2)).squeeze(-2)  # A^T n as a row product
     gx = n_cam[..., 0] / fx.unsqueeze(-1)
     gy = n_cam[..., 1] / fy.unsqueeze(-1)
     norm = safe_sqrt(gx * gx + gy * gy)
-    norm = torch.where(norm > 0, norm, torch.ones_like(norm))
+    norm = torch.where(norm > 0, norm, 1.0)
     return n, n_cam, norm
 
 
@@ -362,7 +362,7 @@ def _edge_planes_sd(o, d, starts, dirs, centre_sign_ref, active, A, fx, fy):
     n, _, norm = _edge_lines(o, starts, dirs, centre_sign_ref, A, fx, fy)
     val = d @ n.transpose(-1, -2)  # (B, K, P, E): n_e . d, a matmul (not a (P, E, 3) product)
     sd = val / norm.unsqueeze(2)
-    sd = torch.where(active.unsqueeze(2), sd, torch.full_like(sd, _BIG))
+    sd = torch.where(active.unsqueeze(2), sd, _BIG)
     return sd.amin(-1)
 
 
@@ -446,13 +446,13 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean, distance_only=False, w
         if not distance_only:
             t_pl = safe_div(-oo[..., 2], d[..., 2])
             front = t_pl > eps
-            depth = torch.where(front, t_pl, torch.full_like(t_pl, _BIG))
-            point = oo + torch.where(front, t_pl, torch.zeros_like(t_pl)).unsqueeze(-1) * d
+            depth = torch.where(front, t_pl, _BIG)
+            point = oo + torch.where(front, t_pl, 0.0).unsqueeze(-1) * d
         if code == PLANE:
             n_cam = A[..., 2, :]  # local z axis in camera coordinates (row of A)
             gx, gy = n_cam[..., 0] / fx, n_cam[..., 1] / fy
             norm = safe_sqrt(gx * gx + gy * gy)
-            norm = torch.where(norm > 0, norm, torch.ones_like(norm))
+            norm = torch.where(norm > 0, norm, 1.0)
             side = -torch.sign(o[..., 2])
             sd = side.unsqueeze(-1) * d[..., 2] / norm.unsqueeze(-1)
             return (sd, depth, point, hit) if with_hit else (sd, depth, point)
@@ -465,7 +465,7 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean, distance_only=False, w
         if distance_only:
             return sd, None, None
         tc = safe_div(-_dot(oo, d), _dot(d, d))
-        depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, torch.full_like(tc, _BIG)))
+        depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, _BIG))
         point = oo + torch.where(hit, t_hit, tc.clamp(min=0)).unsqueeze(-1) * d
         return (sd, depth, point, hit) if with_hit else (sd, depth, point)
     if code == SPHERE:
@@ -473,11 +473,11 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean, distance_only=False, w
         tc = safe_div(-_dot(oo, d), _dot(d, d))
         q = oo + tc.unsqueeze(-1) * d
         front = tc > eps
-        tc_s = torch.where(front, tc, torch.ones_like(tc))
-        sd = torch.where(front, (r - safe_sqrt(_dot(q, q))) * fm / tc_s, torch.full_like(tc, -_BIG))
+        tc_s = torch.where(front, tc, 1.0)
+        sd = torch.where(front, (r - safe_sqrt(_dot(q, q))) * fm / tc_s, -_BIG)
         if distance_only:
             return sd, None, None
-        depth = torch.where(hit, t_hit, torch.where(front, tc, torch.full_like(tc, _BIG)))
+        depth = torch.where(hit, t_hit, torch.where(front, tc, _BIG))
         point = torch.where(hit.unsqueeze(-1), oo + t_hit.unsqueeze(-1) * d, q)
         return (sd, depth, point, hit) if with_hit else (sd, depth, point)
     # cylinder / capsule: closest approach between the ray and the axis (z) line
@@ -497,23 +497,21 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean, distance_only=False, w
     axis_pt = torch.stack([torch.zeros_like(z_seg), torch.zeros_like(z_seg), z_seg], -1)
     dist = safe_sqrt(_dot(q - axis_pt, q - axis_pt))
     front = t_seg > eps
-    t_s = torch.where(front, t_seg, torch.ones_like(t_seg))
-    sd = torch.where(front, (r - dist) * fm / t_s, torch.full_like(dist, -_BIG))
+    t_s = torch.where(front, t_seg, 1.0)
+    sd = torch.where(front, (r - dist) * fm / t_s, -_BIG)
     if code == CYLINDER:
-        sd_between = torch.where(
-            front, (hl - z_line.abs()) * fm / t_s, torch.full_like(dist, -_BIG)
-        )
+        sd_between = torch.where(front, (hl - z_line.abs()) * fm / t_s, -_BIG)
         sd = torch.minimum(sd, sd_between)
         for zc in (hl, -hl):
             tcap = safe_div(zc - oz, bz)
             ok = (tcap > eps) & (bz.abs() > tiny(bz))
-            tcap_s = torch.where(ok, tcap, torch.ones_like(tcap))
+            tcap_s = torch.where(ok, tcap, 1.0)
             px = oo[..., 0] + tcap_s * d[..., 0]
             py = oo[..., 1] + tcap_s * d[..., 1]
             sd_cap = torch.where(ok, (r - safe_sqrt(px * px + py * py)) * fm / tcap_s, -_BIG)
             sd = torch.maximum(sd, sd_cap)
     if distance_only:
         return sd, None, None
-    depth = torch.where(hit, t_hit, torch.where(front, t_seg, torch.full_like(t_seg, _BIG)))
+    depth = torch.where(hit, t_hit, torch.where(front, t_seg, _BIG))
     point = torch.where(hit.unsqueeze(-1), oo + t_hit.unsqueeze(-1) * d, q)
     return (sd, depth, point, hit) if with_hit else (sd, depth, point)

@@ -112,7 +112,7 @@ def _wrap_axis(x, n, repeat, second: bool):
 
 def _in_range(x, top):
     """``x`` clamped to [0, top], NaN to 0 (``clamp`` keeps NaN)."""
-    return torch.minimum(torch.where(x >= 0, x, torch.zeros_like(x)), top)
+    return torch.minimum(torch.where(x >= 0, x, 0.0), top)
 
 
 def _bilinear_flat(texels, offset, width, height, repeat, u, v):

@@ -144,7 +144,7 @@ def _soft_samples(f: Frame, atlas, sigma: float, margin: float, max_chunk: int, 
         alpha = torch.sigmoid(sd / sigma)
         if w0c is not None:  # depth * w0 < 1 <=> nearer than the layer (0 where it is empty)
             front = depth * w0c.unsqueeze(1) < 1
-            alpha = torch.where(front, alpha, torch.zeros_like(alpha))
+            alpha = torch.where(front, alpha, 0.0)
             hit = hit & front
         return alpha[:, 0], depth[:, 0], col[:, 0], hit[:, 0]
 
