@@ -7,6 +7,8 @@ is backpropagated through the physics, the renderer and the network.
     python examples/pendulum_swingup.py --state             # the baseline that reads the true state
     torchrun --nproc-per-node 2 examples/pendulum_swingup.py    # the batch split over 2 processes
     python examples/pendulum_swingup.py --evaluate          # the shipped weights, 90 s, 21 starts
+    python examples/pendulum_swingup.py --randomize ...     # domain randomisation per episode
+    python examples/pendulum_swingup.py --evaluate --randomize --randomize-seed 1   # ... in evaluation
 
 Training resumes from ``--out``/checkpoint.pt when there is one (``--no-resume`` refuses to
 touch an existing run) and ends by writing policy.pt, learning_curve.png and swingup.mp4 there,
@@ -193,6 +195,19 @@ def parse_args(argv=None) -> argparse.Namespace:
         "then the 60 s the pole must stay upright)",
     )
     parser.add_argument("--video", type=Path, help="evaluation video (default in --out)")
+    parser.add_argument(
+        "--randomize",
+        action="store_true",
+        help="domain randomisation (diffcam.randomize.Randomization.moderate(): textures, "
+        "light, camera pose and intrinsics, background, colour jitter, sensor noise), drawn "
+        "per episode; in training (pixels only) and in --evaluate",
+    )
+    parser.add_argument(
+        "--randomize-seed",
+        type=int,
+        default=0,
+        help="--evaluate --randomize: seed of the evaluation's randomisation (default 0)",
+    )
     args = parser.parse_args(argv)
     args.out = args.out or ROOT / "out" / f"swingup_{args.observation}"
     name = f"pendulum_swingup_{args.observation}.pt"
@@ -239,6 +254,14 @@ def train(args) -> dict | None:
         policy.load_state_dict(initial.state_dict())
         earlier_episodes = int(info.get("training_episodes") or 0)
     episodes = swingup.SwingUpEpisodes(scene, policy, config)
+    model, sample_extra = episodes, None
+    if args.randomize:
+        if config.observation != "pixels":
+            raise ValueError("--randomize changes what the camera sees: use it with --pixels")
+        from diffcam.randomize import Randomization, RandomizedEpisodes, append_seeds
+
+        randomization = Randomization.moderate()
+        model, sample_extra = RandomizedEpisodes(episodes, randomization), append_seeds
     train_config = training.TrainConfig(
         iterations=args.iterations,
         batch_size=args.batch,
@@ -260,6 +283,8 @@ def train(args) -> dict | None:
         "settle_decay": args.settle_decay,
         "settle_from": args.settle_from,
     }
+    if args.randomize:  # only then: runs without it resume as before
+        describe["randomize"] = model.randomization.to_dict()
 
     def before_iteration(iteration: int) -> None:
         # The gradient-decay schedule: a function of the iteration alone, so resume-safe.
@@ -267,11 +292,16 @@ def train(args) -> dict | None:
         decay = args.settle_decay if settling else config.gradient_decay
         episodes.config = dataclasses.replace(config, gradient_decay=decay)
 
-    rows = training.train(
-        episodes,
-        lambda generator, n, iteration: swingup.random_starts(
+    def sample(generator, n, iteration):
+        starts = swingup.random_starts(
             n, generator, swingup.curriculum_ranges(ranges, iteration, args.curriculum)
-        ),
+        )
+        # --randomize: a per-episode seed column, drawn after the starts
+        return starts if sample_extra is None else sample_extra(starts, generator)
+
+    rows = training.train(
+        model,
+        sample,
         train_config,
         args.out,
         describe=describe,
@@ -309,6 +339,11 @@ def evaluate(args) -> dict:
     scene = diffcam.load_scene(args.scene)
     policy, config, info = swingup.load_policy(args.weights, swingup.motor_limit(scene), command)
     video = args.video or args.out / f"evaluation_{args.observation}.mp4"
+    randomization = None
+    if args.randomize:
+        from diffcam.randomize import Randomization
+
+        randomization = Randomization.moderate()
     report = swingup.evaluate(
         args.scene,
         policy.to(args.device),
@@ -316,9 +351,12 @@ def evaluate(args) -> dict:
         starts=args.starts,
         seconds=args.eval_seconds,
         video=video,
+        randomization=randomization,
+        randomization_seed=args.randomize_seed,
     )
     return {
         **report,
+        **({"randomize_seed": args.randomize_seed} if args.randomize else {}),
         "training_episodes": info.get("training_episodes"),
         "video": str(video),
         "weights": str(args.weights),
