@@ -186,12 +186,13 @@ def _soft_samples(f: Frame, atlas, sigma: float, margin: float, max_chunk: int, 
             else:
                 alpha, depth, col, hit = piece(*args)
             pid = pix + (torch.arange(b0, b1, device=device) * P).unsqueeze(1)
-            pids.append(pid[valid])
-            slots.append(torch.full((pids[-1].numel(),), k, dtype=torch.long, device=device))
-            alphas.append(alpha[valid])
-            depths.append(depth[valid])
-            colors.append(col[valid])
-            hits.append(hit[valid])
+            real = valid.reshape(-1).nonzero().squeeze(1)  # once for all five columns
+            pids.append(pid.reshape(-1)[real])
+            slots.append(torch.full((real.numel(),), k, dtype=torch.long, device=device))
+            alphas.append(alpha.reshape(-1).index_select(0, real))
+            depths.append(depth.reshape(-1).index_select(0, real))
+            colors.append(col.reshape(-1, 3).index_select(0, real))
+            hits.append(hit.reshape(-1)[real])
             blocks[-1] = (k, blocks[-1][1], blocks[-1][2] + pids[-1].numel())
     if not pids:
         return None
@@ -218,8 +219,8 @@ def _composite(s: Samples, bg, B: int, P: int, K: int):
         everything = torch.arange(s.pid.numel(), device=s.pid.device)
         q, colours, coverage_q, winners = _composite_sorted(s, everything, bg, B, P, K)
         return (*_write(bg, B, P, q, colours, coverage_q), winners)
-    p1, a1 = s.pid[one], s.alpha[one].unsqueeze(1)
-    out1 = a1 * s.colour[one] + (1.0 - a1) * _background_at(bg, p1, P)
+    p1, a1 = s.pid[one], s.alpha.index_select(0, one).unsqueeze(1)
+    out1 = a1 * s.colour.index_select(0, one) + (1.0 - a1) * _background_at(bg, p1, P)
     pixels, colours, coverages = [p1], [out1], [a1[:, 0]]
     winners = [one[s.hit[one]]]
     if one.numel() < s.pid.numel():
