@@ -52,55 +52,103 @@ def _segment(shape: str) -> tuple[list[list[float]], list[float]] | None:
     return None
 
 
+def _box_half(shape: str) -> list[list[float]] | None:
+    """``size -> half extents`` of the box a shape collides as with boxes, spheres and capsules:
+    a box its own; a cylinder [r, length] the box [2r, 2r, length] around it (exact on its flat
+    ends, which is what stacking needs, and on four lines of its side; up to r (sqrt 2 - 1)
+    too big between them)."""
+    if shape == "box":
+        return [[0.5, 0, 0], [0, 0.5, 0], [0, 0, 0.5]]
+    if shape == "cylinder":
+        return [[1, 0, 0], [1, 0, 0], [0, 0.5, 0]]
+    return None
+
+
+def _pair_kind(first: Body, second: Body) -> tuple[str, bool] | None:
+    """How two bodies collide, and whether the second one comes first in the candidate."""
+    shapes = (first.shape, second.shape)
+    if shapes.count("plane") == 1:
+        return "plane", first.shape != "plane"
+    box = (_box_half(first.shape) is not None, _box_half(second.shape) is not None)
+    segment = (_segment(first.shape) is not None, _segment(second.shape) is not None)
+    if all(segment):
+        return "segment", False
+    if all(box):
+        return "box", False
+    if box[0] and segment[1]:
+        return "box_segment", False
+    if box[1] and segment[0]:
+        return "box_segment", True
+    return None
+
+
+def _add_candidate(lists: dict, kind: str, a: int, body_a: Body, b: int, body_b: Body) -> None:
+    """Append the pair (a, b) to the lists of its kind (a: the plane, the box, or either)."""
+    if kind == "plane":
+        for point_map, radius_map in _plane_points(body_b.shape):
+            lists["plane_contact_plane"].append(a)
+            lists["plane_contact_body"].append(b)
+            lists["plane_contact_point_map"].append(point_map)
+            lists["plane_contact_radius_map"].append(radius_map)
+    elif kind == "segment":
+        (map_a, radius_a), (map_b, radius_b) = _segment(body_a.shape), _segment(body_b.shape)
+        for key, value in (("segment_contact_a", a), ("segment_contact_b", b),
+                           ("segment_map_a", map_a), ("segment_map_b", map_b),
+                           ("segment_radius_a", radius_a), ("segment_radius_b", radius_b)):  # fmt: skip
+            lists[key].append(value)
+    elif kind == "box":
+        lists["box_contact_a"].append(a)
+        lists["box_contact_b"].append(b)
+        lists["box_map_a"].append(_box_half(body_a.shape))
+        lists["box_map_b"].append(_box_half(body_b.shape))
+    else:
+        segment_map, radius_map = _segment(body_b.shape)
+        lists["box_segment_box"].append(a)
+        lists["box_segment_other"].append(b)
+        lists["box_segment_box_map"].append(_box_half(body_a.shape))
+        lists["box_segment_map"].append(segment_map)
+        lists["box_segment_radius"].append(radius_map)
+
+
+# Candidate list -> the shape of one entry's map (None: a body index).
+_LISTS = {
+    "plane_contact_plane": None, "plane_contact_body": None,
+    "plane_contact_point_map": (3, 3), "plane_contact_radius_map": (3,),
+    "segment_contact_a": None, "segment_contact_b": None,
+    "segment_map_a": (3, 3), "segment_map_b": (3, 3),
+    "segment_radius_a": (3,), "segment_radius_b": (3,),
+    "box_contact_a": None, "box_contact_b": None, "box_map_a": (3, 3), "box_map_b": (3, 3),
+    "box_segment_box": None, "box_segment_other": None, "box_segment_box_map": (3, 3),
+    "box_segment_map": (3, 3), "box_segment_radius": (3,),
+}  # fmt: skip
+
+
 def _contact_candidates(bodies: list[Body], joints: Sequence[Joint], dtype, device) -> dict:
     """Every pair of bodies that may touch, as static index lists and size->geometry maps.
 
-    Bodies joined by a joint never collide with each other; two static bodies never do.
-    Supported: sphere/capsule/box/cylinder against planes; sphere and capsule against each other.
+    Bodies joined by a joint never collide with each other; two static bodies never do; a body
+    with ``collide = False`` never does. Supported: every shape against planes; sphere and
+    capsule against each other; box and cylinder (as a box, see `_box_half`) against each
+    other, against spheres and against capsules. Two planes never collide.
     """
     jointed = {frozenset((j.parent, j.child)) for j in joints}
-    plane_plane, plane_body, point_maps, radius_maps = [], [], [], []
-    seg_a, seg_b, seg_map_a, seg_map_b, seg_rad_a, seg_rad_b = [], [], [], [], [], []
+    lists: dict[str, list] = {key: [] for key in _LISTS}
     for i, first in enumerate(bodies):
         for j, second in enumerate(bodies):
             if j <= i or not (first.collide and second.collide):
                 continue
             if (first.static and second.static) or frozenset((first.name, second.name)) in jointed:
                 continue
-            pair = [(i, first), (j, second)]
-            planes = [(k, b) for k, b in pair if b.shape == "plane"]
-            if len(planes) == 1:
-                (plane_index, _), (body_index, body) = (
-                    planes[0],
-                    next(p for p in pair if p[1].shape != "plane"),
-                )
-                for point_map, radius_map in _plane_points(body.shape):
-                    plane_plane.append(plane_index)
-                    plane_body.append(body_index)
-                    point_maps.append(point_map)
-                    radius_maps.append(radius_map)
+            kind = _pair_kind(first, second)
+            if kind is None:
                 continue
-            segment_first, segment_second = _segment(first.shape), _segment(second.shape)
-            if segment_first is not None and segment_second is not None:
-                seg_a.append(i)
-                seg_b.append(j)
-                seg_map_a.append(segment_first[0])
-                seg_rad_a.append(segment_first[1])
-                seg_map_b.append(segment_second[0])
-                seg_rad_b.append(segment_second[1])
-
-    def tensor(rows: list, tail: tuple[int, ...]) -> Tensor:
-        return torch.tensor(rows, dtype=dtype, device=device).reshape(len(rows), *tail)
-
-    return {
-        "plane_contact_plane": plane_plane,
-        "plane_contact_body": plane_body,
-        "plane_contact_point_map": tensor(point_maps, (3, 3)),
-        "plane_contact_radius_map": tensor(radius_maps, (3,)),
-        "segment_contact_a": seg_a,
-        "segment_contact_b": seg_b,
-        "segment_map_a": tensor(seg_map_a, (3, 3)),
-        "segment_map_b": tensor(seg_map_b, (3, 3)),
-        "segment_radius_a": tensor(seg_rad_a, (3,)),
-        "segment_radius_b": tensor(seg_rad_b, (3,)),
-    }
+            name, swap = kind
+            pair = ((j, second), (i, first)) if swap else ((i, first), (j, second))
+            _add_candidate(lists, name, *pair[0], *pair[1])
+    out = {}
+    for key, tail in _LISTS.items():
+        values = lists[key]
+        if tail is not None:
+            values = torch.tensor(values, dtype=dtype, device=device).reshape(len(values), *tail)
+        out[key] = values
+    return out

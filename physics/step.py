@@ -99,6 +99,7 @@ class BoundedRows:
     upper: Tensor | None = None
     friction: Tensor | None = None
     normal_of: Tensor | None = None
+    exact_start: bool = False  # start the sweeps with an exact solve of this group alone
 
 
 @dataclasses.dataclass
@@ -249,6 +250,9 @@ def _contact_groups(world: World, contacts, mob: Mobility, position: Tensor, vel
     normal = _one_sided(
         world, normal_rows, normal_weighted, contacts.distance, approach, contacts.restitution
     )
+    normal.exact_start = True
+    if contacts.valid is not None:
+        normal.active = normal.active & contacts.valid  # padded manifold slots never act
 
     first, second = tangent_basis(contacts.normal)
     tangents = torch.stack([first, second], 2).flatten(1, 2)  # (B, 2c, 3)
@@ -321,6 +325,7 @@ def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
     row_vel = row_velocity(rows, velocity)
     start = torch.cat(impulses, 1)
     impulses = list(impulses)
+    row_vel = _exact_start(groups, spans, delassus, usable, row_vel, impulses, relax)
     for _ in range(iterations):
         normal_impulse = None
         for index, (group, span) in enumerate(zip(groups, spans, strict=True)):
@@ -341,6 +346,38 @@ def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
     if equality is not None:
         velocity = equality.project(velocity)
     return velocity, impulses
+
+
+def _exact_start(groups, spans, delassus, usable, row_vel, impulses, relax: bool) -> Tensor:
+    """Start the contact normals (``exact_start`` groups) from the exact solution of their own
+    rows: the impulse change that gives every usable row its target velocity (a Cholesky solve
+    of the group's Delassus block over the usable rows, in the least-squares sense for
+    redundant rows, e.g. 4 coplanar points of a box face), clamped to the bounds. The sweeps
+    then correct the clamping and add friction. Without it, Jacobi sweeps that start from zero
+    every step cannot carry a stack's weight down to the floor: a 5-box stack sank 5 cm at 20
+    sweeps. A contact alone is solved as by one sweep. Updates ``impulses`` in place; returns
+    the row velocities after the change."""
+    for index, (group, span) in enumerate(zip(groups, spans, strict=True)):
+        if not group.exact_start:
+            continue
+        block = delassus[:, span, span]
+        active = usable[:, span].to(block.dtype)
+        eye = torch.eye(block.shape[-1], dtype=block.dtype, device=block.device)
+        scale = block.diagonal(dim1=-2, dim2=-1).abs().mean(-1).clamp_min(1e-12)
+        eps = 1e-3 if block.dtype == torch.float32 else 1e-4
+        masked = block * active[:, :, None] * active[:, None, :]
+        # Least squares (D^2 + eps I) x = D b rather than (D + eps I) x = b: targets that no
+        # rigid motion meets (four corners asking for different speeds) have a part in D's
+        # null space, which the latter would amplify by 1/eps into opposing impulses.
+        matrix = masked @ masked + eye * (1 - active)[:, None]
+        matrix = matrix + (eps * scale * scale)[:, None, None] * eye
+        target = group.relax_target if relax else group.target
+        wanted = masked @ (active * (target - row_vel[:, span]))[..., None]
+        delta = (spd_inverse(matrix) @ wanted)[..., 0]
+        updated = torch.minimum(torch.maximum(impulses[index] + delta, group.lower), group.upper)
+        row_vel = row_vel + (delassus[:, :, span] @ (updated - impulses[index])[..., None])[..., 0]
+        impulses[index] = updated
+    return row_vel
 
 
 def _needs_sweep(groups: list[BoundedRows]) -> bool:

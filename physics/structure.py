@@ -68,5 +68,9 @@ def index_structure(world: World) -> Structure:
         plane_contact_body=index(world.plane_contact_body),
         segment_contact_a=index(world.segment_contact_a),
         segment_contact_b=index(world.segment_contact_b),
+        box_contact_a=index(world.box_contact_a),
+        box_contact_b=index(world.box_contact_b),
+        box_segment_box=index(world.box_segment_box),
+        box_segment_other=index(world.box_segment_other),
         tree=articulated_tree(world) if world.coordinates == "reduced" else None,
     )

@@ -44,6 +44,10 @@ class Structure:
     plane_contact_body: Tensor  # (P,) long
     segment_contact_a: Tensor  # (S,) long
     segment_contact_b: Tensor  # (S,) long
+    box_contact_a: Tensor  # (K,) long
+    box_contact_b: Tensor  # (K,) long
+    box_segment_box: Tensor  # (Q,) long
+    box_segment_other: Tensor  # (Q,) long
     tree: Tree | None = None  # the joint tree when coordinates == "reduced"
 
 
@@ -115,7 +119,7 @@ class World:
     initial_velocity: Tensor
     initial_angular_velocity: Tensor
 
-    # Contact candidates (static): point-plane and segment-segment pairs.
+    # Contact candidates (static): point-plane, segment-segment, box-box and box-segment pairs.
     plane_contact_plane: list[int]
     plane_contact_body: list[int]
     plane_contact_point_map: Tensor  # (P, 3, 3) size -> body-frame point
@@ -126,6 +130,17 @@ class World:
     segment_map_b: Tensor
     segment_radius_a: Tensor  # (S, 3)
     segment_radius_b: Tensor
+    # Box-box pairs (4 manifold slots each) and box-sphere/capsule pairs (3 slots each); a
+    # cylinder takes part as a box (see `physics.collision_pairs._box_half`).
+    box_contact_a: list[int]
+    box_contact_b: list[int]
+    box_map_a: Tensor  # (K, 3, 3) size -> half extents, body a
+    box_map_b: Tensor
+    box_segment_box: list[int]
+    box_segment_other: list[int]  # the sphere or capsule
+    box_segment_box_map: Tensor  # (Q, 3, 3) size -> half extents of the box
+    box_segment_map: Tensor  # (Q, 3, 3) size -> half axis of the sphere or capsule
+    box_segment_radius: Tensor  # (Q, 3) size -> radius
     # Set by `build_world` (`physics.structure.index_structure`) once the fields above are.
     structure: Structure | None = dataclasses.field(default=None, repr=False)
     coordinates: str = "maximal"  # or "reduced": see `WorldSpec`

@@ -35,8 +35,8 @@ def set_collide_flags(ctx: ConversionContext) -> None:
     if flagged:
         ctx.note(
             "contacts: diffcam's contacts are hard (impulses) and use the geometric mean of "
-            "friction coefficients (MuJoCo: soft constraints, the maximum); only plane-*, "
-            "sphere-sphere, sphere-capsule and capsule-capsule pairs collide"
+            "friction coefficients (MuJoCo: soft constraints, the maximum); cylinders collide "
+            "with planes by their rims and with other shapes as their bounding box"
         )
 
 

@@ -62,14 +62,16 @@ def articulated_tree(world: World) -> Tree:
         coordinate_joints.index(j) if j in coordinate_joints else None
         for j in range(world.n_joints)
     )
-    if world.plane_contact_body or world.segment_contact_a:
-        pairs = [
-            (world.body_names[a], world.body_names[b])
-            for a, b in (
-                *zip(world.plane_contact_plane, world.plane_contact_body, strict=True),
-                *zip(world.segment_contact_a, world.segment_contact_b, strict=True),
-            )
-        ]
+    pairs = [
+        (world.body_names[a], world.body_names[b])
+        for a, b in (
+            *zip(world.plane_contact_plane, world.plane_contact_body, strict=True),
+            *zip(world.segment_contact_a, world.segment_contact_b, strict=True),
+            *zip(world.box_contact_a, world.box_contact_b, strict=True),
+            *zip(world.box_segment_box, world.box_segment_other, strict=True),
+        )
+    ]
+    if pairs:
         raise ReducedCoordinatesError(
             f"bodies {pairs[0][0]!r} and {pairs[0][1]!r} may collide: {why} has no contacts; "
             "set collide = false on one of them or use coordinates = 'maximal'"
