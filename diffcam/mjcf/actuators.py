@@ -7,18 +7,8 @@ import math
 
 from .context import ConversionContext
 from .defaults import class_attrs
+from .supported import NON_JOINT_TARGETS
 from .xmltree import Node
-
-# Motor transmissions other than a joint.
-_NON_JOINT_TARGETS = (
-    "tendon",
-    "site",
-    "body",
-    "jointinparent",
-    "refsite",
-    "cranksite",
-    "slidersite",
-)
 
 
 def read_actuators(ctx: ConversionContext, node: Node) -> list[dict]:
@@ -38,7 +28,7 @@ def read_actuators(ctx: ConversionContext, node: Node) -> list[dict]:
 def _read_motor(ctx: ConversionContext, node: Node, index: int) -> dict:
     a = class_attrs(ctx, node, None, "motor")
     ctx.check_attrs(node, a)
-    for key in _NON_JOINT_TARGETS:
+    for key in NON_JOINT_TARGETS:
         if key in a:
             raise ctx.error(node, f"a motor on a {key} is not supported", 'joint="..."')
     jname = a.get("joint")

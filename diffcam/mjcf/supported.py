@@ -8,6 +8,17 @@ from __future__ import annotations
 ORIENTATIONS = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
 POSE_ATTRS = ("pos", *ORIENTATIONS)
 
+# Motor transmissions other than a joint (refused by `actuators`).
+NON_JOINT_TARGETS = (
+    "tendon",
+    "site",
+    "body",
+    "jointinparent",
+    "refsite",
+    "cranksite",
+    "slidersite",
+)
+
 # Attributes per element: (handled, ignored). Ignored ones are tuning that does not apply or is
 # cosmetic; "handled" includes those that are read only to refuse a non-default value.
 ELEMENT_ATTRS = {
@@ -92,13 +103,7 @@ ELEMENT_ATTRS = {
             "ctrllimited",
             "forcerange",
             "forcelimited",
-            "tendon",
-            "site",
-            "body",
-            "jointinparent",
-            "refsite",
-            "cranksite",
-            "slidersite",
+            *NON_JOINT_TARGETS,
         },
         {"group", "user", "actearly", "lengthrange", "cranklength"},
     ),  # fmt: skip
