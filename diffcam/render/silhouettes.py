@@ -5,8 +5,8 @@ sigma)`` and a colour at every pixel; these are composited front to back in dept
 Coverage below sigmoid(-_SOFT_TAIL) is taken as exactly 0, so a primitive only needs the
 pixels within ``_SOFT_TAIL * sigma`` of its silhouette (or inside it), which `reach` finds
 without autograd. Colours, depths and coverage are computed with autograd on those pixels only
-(`_soft_samples`) and composited on their union (`_composite`); the hard winner's id and depth
-come from the same samples (`_winners`).
+(`_soft_samples`) and composited on their union (`_composite`), whose depth ordering also
+gives the hard winner's id and depth (`_winner_images`).
 """
 
 from __future__ import annotations
