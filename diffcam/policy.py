@@ -218,8 +218,8 @@ def policy_rollout(
             physics (the action is held in between), which saves observations and network calls.
         gradient_decay: alpha per physics step: identity forward, gradient x alpha backward
             (paper, section 3.2), on every path: through the physics and through the
-            observation (renderer) and the policy's action alike. (It used to damp the
-            physics path only, which left the closed loop through the observation undamped.)
+            observation (renderer) and the policy's action alike (damping the physics path
+            only would leave the closed loop through the observation undamped).
         checkpoint_every: if set, recompute every segment of this many control steps in the
             backward pass (torch.utils.checkpoint) instead of storing it: memory for long
             rollouts, at the price of one more forward pass.
@@ -227,7 +227,8 @@ def policy_rollout(
             as the graph allows (a long pixel rollout's frames would fill the memory).
         memory: the observer's memory to start from (None: a fresh start).
         compile_physics: call ``scene.step(state, action, compile=True)`` (a `diffcam.Scene`
-            then steps through `physics.compiled_step`).
+            then steps through `physics.compiled_step`); False steps a `diffcam.Scene` eagerly
+            (``compile=False``, not its default path's switch to compiled after many steps).
         observation_gradient: False observes a detached state: the loss still reaches the
             policy's parameters through every action and the physics, but not the state
             through the observation (the renderer), so the closed loop carries no gradient.
@@ -243,6 +244,12 @@ def policy_rollout(
     state = scene.initial_state() if state is None else state
     control_steps = steps // control_every
     step_options = {"compile": True} if compile_physics else {}
+    from .scene import Scene
+
+    if not compile_physics and isinstance(scene, Scene):
+        # eager as asked, not the scene's default path, which turns compiled after a number
+        # of steps: a run (and its resume) then steps the same way throughout
+        step_options = {"compile": False}
 
     def run(*tensors, count: int, has_memory: bool):
         current = physics.State(*tensors[:4])

@@ -18,6 +18,7 @@ from .rollout import (
     compiled_step,
     decay_gradient,
     decay_state_gradient,
+    mark_batch_dynamic,
     rollout,
 )
 from .spec import Body, Joint, ModelError, Motor, WorldSpec
@@ -41,6 +42,7 @@ __all__ = [
     "assert_finite",
     "build_world",
     "compiled_step",
+    "mark_batch_dynamic",
     "decay_gradient",
     "decay_state_gradient",
     "find_contacts",

@@ -2,7 +2,8 @@
 
 The builder chooses the formulation: ``spec.coordinates`` "maximal" steps with `physics.step`'s
 constraint engine, "reduced" with `physics.articulated` on the joint tree (built here, in the
-world's `Structure`, or a `ReducedCoordinatesError` saying why the model does not fit).
+world's `Structure`, or a `ReducedCoordinatesError` saying why the model does not fit), "auto"
+reduced when the model fits and maximal otherwise (``world.coordinates`` says which).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .parameters import as_tensor, check_positive, first_device, padded_size
 from .posing import JointMotion, pose_joints
 from .rules import check_limits, check_model
 from .spec import COORDINATES, MOTOR_TYPES, Body, Joint, ModelError, WorldSpec
-from .structure import index_structure
+from .structure import index_structure, reduced_coordinates_fit
 from .world import World
 
 Tensor = torch.Tensor
@@ -138,6 +139,8 @@ def build_world(
         **contacts,
         coordinates=spec.coordinates,
     )
+    if spec.coordinates == "auto":
+        world.coordinates = "reduced" if reduced_coordinates_fit(world) else "maximal"
     world.structure = index_structure(world)
     if not (spec.timestep > 0 and math.isfinite(spec.timestep)):
         raise ModelError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 
 import torch
@@ -45,9 +46,8 @@ def _inductor_recomputing_backward(graph, example_inputs):
     """Inductor (scalar C++ loops), with a backward that recomputes the forward's intermediates
     instead of receiving them: for the reduced step the forward then returns its outputs only,
     not about 100 saved (B, 3)-sized tensors that each cost an allocation and a pass through
-    autograd's bookkeeping. Measured on the cart-pole (benchmarks/bench_physics.py, B = 64,
-    float32, 2 threads): forward+backward 142k-151k -> 161k-171k state-steps/s. The maximal
-    engine's step does more arithmetic per saved tensor and is kept as it was (36k -> 34k)."""
+    autograd's bookkeeping (figures in the README, "Measured"). The maximal engine's step
+    does more arithmetic per saved tensor and keeps the default partitioner."""
     import torch._functorch.config
     from torch._inductor.compile_fx import compile_fx
 
@@ -61,29 +61,55 @@ def _inductor_recomputing_backward(graph, example_inputs):
 
 
 # Scalar C++ loops, not Inductor's vector code: the engine's innermost dimensions are 2, 3 or 6,
-# which vector code covers with masked 16-wide vectors. Measured on the cart-pole
-# (benchmarks/bench_physics.py, float32, 2 threads): B = 64 forward 88k -> 109k state-steps/s;
-# B = 1024 forward 196k -> 252k, forward+backward 49k -> 58k. (For float64 the vector code also
-# failed an internal assert in torch 2.13.)
+# which vector code covers with masked 16-wide vectors (slower here: the README,
+# "Measured"); for float64 the vector code also failed an internal assert in torch 2.13.
 _SCALAR_LOOPS = {"cpp.simdlen": 1}
+
+
+def mark_batch_dynamic(world: World, state: State, action: Tensor | None = None) -> None:
+    """Mark the batch axis of every batched tensor of a step's inputs dynamic for torch.compile
+    (`torch._dynamo.maybe_mark_dynamic`), so that one compiled graph serves every batch size:
+    changing the batch size neither recompiles nor counts against Dynamo's recompile limit.
+    (A batch of one is still a graph of its own: Dynamo specialises sizes 0 and 1.) The world's
+    tensors are marked once per world object, the state's and the action's on every call."""
+    batch = state.position.shape[0]
+    if not world.__dict__.get("_batch_marked", False):
+        for field in dataclasses.fields(world):
+            value = getattr(world, field.name)
+            if isinstance(value, Tensor) and value.dim() and value.shape[0] == batch:
+                torch._dynamo.maybe_mark_dynamic(value, 0)
+        world.__dict__["_batch_marked"] = True
+    for tensor in state.tensors():
+        torch._dynamo.maybe_mark_dynamic(tensor, 0)
+    if action is not None:
+        torch._dynamo.maybe_mark_dynamic(action, 0)
 
 
 def compiled_step(dtype: torch.dtype) -> Callable:
     """`step` through torch.compile (Inductor), made once per dtype and reused.
 
-    The first call per world structure compiles (about 30-60 s on a 2-core CPU); after that a
-    small world's step runs several times faster than eager, forward and backward. Eager `step`
-    stays the reference; the tests check both agree. Each batch size and grad mode is a graph
-    of its own: past Dynamo's recompile limit (8 per function) it runs eager, with a warning.
-    Worlds in reduced coordinates compile `reduced_step` (a function of its own, so its graphs
-    do not count against the maximal step's limit) with a recomputing backward.
+    The first call per world structure and grad mode compiles (tens of seconds to minutes on a
+    2-core CPU); after that a small world's step runs several times faster than eager, forward
+    and backward. One graph serves every batch size (`mark_batch_dynamic`; a batch of one has
+    its own); Inductor keeps the compiled code in its on-disk cache (``TORCHINDUCTOR_CACHE_DIR``,
+    by default under the system's temporary folder), so another process compiling the same
+    graphs skips code generation and the C++ compiler and pays only Dynamo's tracing. Eager
+    `step` stays the reference; the tests check both agree. Each world structure and grad mode
+    is a graph of its own: past Dynamo's recompile limit (8 per function) it runs eager, with
+    a warning. Worlds in reduced coordinates compile `reduced_step` (a function of its own, so
+    its graphs do not count against the maximal step's limit) with a recomputing backward.
     """
     key = (dtype,)
     if key not in _COMPILED:
+        # dynamic=False: no size becomes dynamic but the batch axis `mark_batch_dynamic` marks.
+        # With Dynamo's automatic dynamic shapes a second world structure (say 2 bodies, then
+        # 7) recompiled with the body count symbolic, and that graph of the reduced step gave
+        # NaN from its first step (torch 2.13, the bundled pendulum-cart after a cart-pole).
         maximal = torch.compile(step, dynamic=False, options=_SCALAR_LOOPS)
         reduced = torch.compile(reduced_step, dynamic=False, backend=_inductor_recomputing_backward)
 
         def compiled(world: World, state: State, action: Tensor | None = None) -> State:
+            mark_batch_dynamic(world, state, action)
             if world.structure.tree is not None:
                 return reduced(world, state, action)
             return maximal(world, state, action)

@@ -14,7 +14,7 @@ from typing import Any
 SHAPES = ("sphere", "box", "capsule", "cylinder", "plane")
 JOINT_TYPES = ("hinge", "slider", "ball", "fixed")
 MOTOR_TYPES = ("force", "servo")
-COORDINATES = ("maximal", "reduced")
+COORDINATES = ("maximal", "reduced", "auto")
 
 Number = Any  # float | Sequence[float] | torch.Tensor
 
@@ -175,7 +175,9 @@ class WorldSpec:
     ``coordinates``: "maximal" (every body's pose and velocity integrated, joints and contacts
     as constraints: the general engine) or "reduced" (joint coordinates; only for trees of
     hinge, slider and fixed joints, with any motors and limits, and nothing that collides;
-    exact joints and several times faster: see `physics.articulated`).
+    exact joints and several times faster: see `physics.articulated`), or "auto": reduced when
+    the model is such a tree, else maximal (the built world's ``coordinates`` says which).
+    Scene files default to "auto"; a `WorldSpec` to "maximal".
     """
 
     bodies: list[Body]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .articulated import articulated_tree
+from .articulated import ReducedCoordinatesError, articulated_tree
 from .spec import SHAPES
 from .world import Structure, World
 
@@ -18,6 +18,16 @@ _SLOTS = {
     "slider": (0, 1, 3, 4, 5),
     "fixed": (0, 1, 2, 3, 4, 5),
 }
+
+
+def reduced_coordinates_fit(world: World) -> bool:
+    """Whether ``world``'s model can step in reduced coordinates (a tree of hinges, sliders and
+    fixed joints with nothing that collides: `articulated_tree` raises nothing)."""
+    try:
+        articulated_tree(world)
+    except ReducedCoordinatesError:
+        return False
+    return True
 
 
 def index_structure(world: World) -> Structure:

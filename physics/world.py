@@ -143,7 +143,7 @@ class World:
     box_segment_radius: Tensor  # (Q, 3) size -> radius
     # Set by `build_world` (`physics.structure.index_structure`) once the fields above are.
     structure: Structure | None = dataclasses.field(default=None, repr=False)
-    coordinates: str = "maximal"  # or "reduced": see `WorldSpec`
+    coordinates: str = "maximal"  # or "reduced" (what "auto" chose): see `WorldSpec`
 
     @property
     def n_bodies(self) -> int:

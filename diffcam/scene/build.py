@@ -61,6 +61,8 @@ def build_world(config: SceneConfig, tensor: ToTensor, batch_size: int, device, 
             kw["motor"] = physics.Motor(**_tensors_converted(kw["motor"], tensor))
         joints.append(physics.Joint(**kw))
     wkw = _tensors_converted(config.world, tensor)
+    # A scene without ``coordinates`` steps in reduced coordinates when its model allows them.
+    wkw.setdefault("coordinates", "auto")
     spec = physics.WorldSpec(bodies=bodies, joints=joints, **wkw)
     try:
         world = physics.build_world(spec, batch_size=batch_size, device=device, dtype=dtype)
@@ -69,7 +71,8 @@ def build_world(config: SceneConfig, tensor: ToTensor, batch_size: int, device, 
             f"this model cannot use reduced coordinates: {e}",
             file=config.file,
             key="world.coordinates",
-            accepted='"maximal" (the default), or change the model as the reason says',
+            accepted='"auto" (the default: reduced when the model allows it) or "maximal", or '
+            "change the model as the reason says",
         ) from None
     except physics.ModelError as e:
         key = scene_key(e)

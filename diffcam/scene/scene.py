@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
+from ..autodiff import plain_autograd
 from ..errors import SceneError
 from . import rendering
 from .build import build_camera, build_lighting, build_primitives, build_world, load_textures
 from .describe import describe
 from .validate import SceneConfig, validate_scene
+
+log = logging.getLogger(__name__)
 
 
 class Scene:
@@ -58,6 +62,8 @@ class Scene:
         self._layer_cache: rendering._StaticLayer | None = None
         # (raw file data, base folder, overrides): set by `load_scene`, for `with_overrides`
         self._source: tuple | None = None
+        # state-steps stepped eagerly on the default path (`step`, `rollout` with compile=None)
+        self._eager_state_steps = 0
 
     # ----------------------------------------------------------------- simulation
     @property
@@ -70,13 +76,18 @@ class Scene:
 
         return physics.initial_state(self.world)
 
-    def step(self, state, action=None, compile: bool = False):
+    def step(self, state, action=None, compile: bool | None = None):
         """One physics step; ``action`` (B, n_actuators) in `actuator_names` order, or None.
 
-        ``compile``: step through `physics.compiled_step` (torch.compile; the first call per
-        dtype and grad mode compiles, then a small world's step is several times faster)."""
+        ``compile``: True steps through `physics.compiled_step` (torch.compile: one graph for
+        every batch size, kept in Inductor's on-disk cache across processes), False through
+        eager `physics.step`. None (the default) steps eagerly until this scene has stepped
+        ``compile_after`` state-steps (batch size x steps, `step` and `rollout` together), then
+        compiled (see `compile_after`)."""
         import physics
 
+        if compile is None:
+            compile = self._default_compile(state.position.shape[0])
         if compile:
             return physics.compiled_step(self.world.dtype)(self.world, state, action)
         return physics.step(self.world, state, action)
@@ -85,13 +96,46 @@ class Scene:
         """``steps`` steps from ``state`` (default: the initial state).
 
         Returns a `physics.State` with a leading time axis (steps + 1, B, ...); ``policy(state, t)``
-        returns the action. Keyword arguments go to `physics.rollout` (``checkpoint_every``...).
+        returns the action. Keyword arguments go to `physics.rollout` (``checkpoint_every``,
+        ``actions``...); ``compile`` as in `step` (None, the default: compiled once the scene
+        has stepped ``compile_after`` state-steps, this rollout's included).
         """
         import physics
 
         if state is None:
             state = self.initial_state()
+        if kwargs.get("compile") is None:
+            kwargs["compile"] = self._default_compile(state.position.shape[0] * int(steps))
         return physics.rollout(self.world, state, steps, policy=policy, **kwargs)
+
+    #: State-steps (batch size x steps) a scene steps eagerly on the default path (``compile``
+    #: None) before it compiles: None never compiles by default, 0 compiles from the first step.
+    #: Compiling pays only after many steps (a first compiled call costs seconds to minutes:
+    #: README, "The default scene path"). Like a JIT's tiering (the ski-rental rule: pay as
+    #: you go until what you paid equals the price of buying), the default switches when the
+    #: eager steps have cost about what compiling costs, so it is never more than about twice
+    #: the better of the two choices made in hindsight.
+    compile_after: int | None = 500_000
+
+    @property
+    def compiling(self) -> bool:
+        """Whether the default path (``compile=None``) now steps compiled."""
+        return self._eager_state_steps >= self._threshold()
+
+    def _threshold(self) -> float:
+        return float("inf") if self.compile_after is None else self.compile_after
+
+    def _default_compile(self, state_steps: int) -> bool:
+        """The default path's choice for ``state_steps`` more state-steps (and their count)."""
+        if not plain_autograd():  # the compiled step serves plain reverse mode only
+            return False
+        if self.compiling:
+            return True
+        self._eager_state_steps += int(state_steps)
+        if self.compiling:
+            log.info("%s: compiling the physics step (the default path, see Scene.compile_after)",
+                     self.path)  # fmt: skip
+        return False
 
     # ----------------------------------------------------------------- rendering
     def _poses(self, state):
@@ -223,6 +267,7 @@ class Scene:
         )
         scene = Scene(config, batch_size=batch, device=self.device, dtype=self.dtype)
         scene._source = (data, base_dir, merged)
+        scene.compile_after = self.compile_after
         return scene
 
     # ----------------------------------------------------------------- description

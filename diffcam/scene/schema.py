@@ -279,7 +279,8 @@ WORLD_FIELDS: dict[str, _Field] = {
     "solver_iterations": _Int(1, 10000),
     # "reduced": joint coordinates (physics.articulated), for trees of hinge, slider and fixed
     # joints (motors and limits allowed) with nothing that collides; faster, exact joints.
-    "coordinates": _Choice(("maximal", "reduced")),
+    # "auto" (the default): reduced when the model is such a tree, else maximal.
+    "coordinates": _Choice(("auto", "maximal", "reduced")),
 }
 
 CAMERA_FIELDS: dict[str, _Field] = {

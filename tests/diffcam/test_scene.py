@@ -259,6 +259,7 @@ def _reduced_ready(data: dict) -> dict:
 
 def test_reduced_coordinates_from_the_scene_file(scene_tools, tmp_path):
     data = _reduced_ready(scene_tools.tiny())
+    data["world"]["coordinates"] = "maximal"  # the default, "auto", would choose reduced here
     maximal = diffcam.load_scene(scene_tools.write_scene(data, tmp_path, "maximal.toml"))
     data["world"]["coordinates"] = "reduced"
     reduced = diffcam.load_scene(scene_tools.write_scene(data, tmp_path, "reduced.toml"))

@@ -324,6 +324,57 @@ def test_compiled_step_matches_eager_step(coordinates):
         torch.testing.assert_close(compiled_grad, eager_grad, atol=1e-4, rtol=1e-3)
 
 
+@pytest.mark.parametrize("coordinates", ["maximal", "reduced"])
+def test_compiled_step_does_not_recompile_for_a_new_batch_size(coordinates):
+    """One compiled graph per world structure and grad mode serves every batch size (the batch
+    axis is marked dynamic): the same model as above at B = 3, then 5 and 8, compiles nothing
+    more after the first batch size (run after the test above, it compiles nothing at all)."""
+    from torch._dynamo.utils import counters
+
+    reduced = coordinates == "reduced"
+
+    def run(batch, step):
+        world = models.cart_pole(theta0=0.7, batch_size=batch, dtype=torch.float32,
+                                 coordinates=coordinates, tip_mass=0.05 if reduced else None,
+                                 limits=[-1e-3, 4e-4] if reduced else None)  # fmt: skip
+        actions = torch.linspace(-2.0, 1.0, batch)[:, None].requires_grad_(True)
+        state = physics.initial_state(world)
+        start_velocity = state.linear_velocity.clone().requires_grad_(True)
+        state = state.replace(linear_velocity=start_velocity)
+        for _ in range(5):
+            state = step(world, state, actions)
+        loss = state.position[..., 0].square().sum() + state.angular_velocity[..., 1].sum()
+        return (state.position, *torch.autograd.grad(loss, (actions, start_velocity)))
+
+    compiled = physics.compiled_step(torch.float32)
+    run(3, compiled)
+    graphs = counters["stats"]["unique_graphs"]
+    for batch in (5, 8):
+        out = run(batch, compiled)
+        assert counters["stats"]["unique_graphs"] == graphs, f"recompiled for B = {batch}"
+        for got, want in zip(out, run(batch, physics.step), strict=True):
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
+
+
+def test_compiled_step_after_another_world_structure():
+    """A second world structure compiles a graph of its own with only the batch axis dynamic:
+    Dynamo's automatic dynamic shapes once made the body count symbolic there, and that
+    reduced step gave NaN (a cart-pole, then the same with a welded tip)."""
+    compiled = physics.compiled_step(torch.float32)
+    with torch.no_grad():
+        for tip_mass in (None, 0.05):
+            world = models.cart_pole(theta0=0.7, batch_size=4, dtype=torch.float32,
+                                     coordinates="reduced", tip_mass=tip_mass)  # fmt: skip
+            runs = []
+            for step in (compiled, physics.step):
+                state = physics.initial_state(world)
+                for _ in range(5):
+                    state = step(world, state, torch.ones(4, 1))
+                runs.append(state.position)
+            assert torch.isfinite(runs[0]).all()
+            torch.testing.assert_close(runs[0], runs[1], atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_convention_a_cart_pressed_against_its_stop_is_solved_in_one_sweep(dtype):
     # The bounded rows are swept in the joints' free space with Gershgorin step sizes: a row
