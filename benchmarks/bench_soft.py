@@ -4,7 +4,7 @@ Mitsuba 3 peer in the same run.
 Prints one JSON line per case:
     {"bench", "B", "H", "W", "prims", ..., "forward_ms", "forward_min_ms", "backward_ms",
      "backward_min_ms", "hard_forward_ms", "hard_backward_ms", "soft_over_hard_forward_backward",
-     "threads"}
+     "soft_over_hard_forward_backward_cpu", "threads"}
 
 Cases, each beside the same render with hard edges (``hard_*``, and the ratio of the
 forward+backward medians), both on the default path (eager; ``Scene.render`` for the scene):
@@ -24,7 +24,9 @@ a summary line ``soft_vs_mitsuba`` (our soft B = 64 forward+backward over Mitsub
 pose gradient of one image: below 1 is faster).
 
 Times are medians and minima (the steadier figure on a shared machine) over ``--repeats`` runs
-after ``--warmup`` runs.
+after ``--warmup`` runs; ``soft_over_hard_forward_backward_cpu`` is the ratio of the medians of
+process CPU time (forward+backward), steadier than wall-clock when other processes compete
+for the cores.
 
 Usage: python benchmarks/bench_soft.py [--case NAME] [--repeats N] [--threads T]
     [--peer-python PATH]
@@ -53,17 +55,21 @@ PEER = os.path.join(
 
 
 def _times(fwd, bwd, repeats: int, warmup: int):
-    f_ms, b_ms = [], []
+    """Wall-clock forward and backward times (ms) and process CPU times of forward+backward."""
+    f_ms, b_ms, cpu_ms = [], [], []
     for i in range(warmup + repeats):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         img = fwd()
         t1 = time.perf_counter()
         bwd(img)
         t2 = time.perf_counter()
+        c2 = time.process_time()
         if i >= warmup:
             f_ms.append(1e3 * (t1 - t0))
             b_ms.append(1e3 * (t2 - t1))
-    return f_ms, b_ms
+            cpu_ms.append(1e3 * (c2 - c0))
+    return f_ms, b_ms, cpu_ms
 
 
 def _primitives_case(kind: str, softness: float):
@@ -98,8 +104,8 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
         kind = "rect" if "rect" in case else "mixed"
         fwd, bwd, info = _primitives_case(kind, 1.0)
         hard_fwd, hard_bwd, _ = _primitives_case(kind, 0.0)
-    f_ms, b_ms = _times(fwd, bwd, repeats, warmup)
-    hf_ms, hb_ms = _times(hard_fwd, hard_bwd, repeats, warmup)
+    f_ms, b_ms, cpu = _times(fwd, bwd, repeats, warmup)
+    hf_ms, hb_ms, hard_cpu = _times(hard_fwd, hard_bwd, repeats, warmup)
     soft_total = statistics.median([a + b for a, b in zip(f_ms, b_ms, strict=True)])
     hard_total = statistics.median([a + b for a, b in zip(hf_ms, hb_ms, strict=True)])
     return {
@@ -113,6 +119,9 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
         "hard_forward_ms": round(statistics.median(hf_ms), 2),
         "hard_backward_ms": round(statistics.median(hb_ms), 2),
         "soft_over_hard_forward_backward": round(soft_total / hard_total, 2),
+        "soft_over_hard_forward_backward_cpu": round(
+            statistics.median(cpu) / statistics.median(hard_cpu), 2
+        ),
         "threads": torch.get_num_threads(),
     }
 

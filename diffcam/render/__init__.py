@@ -17,7 +17,11 @@ Pipeline, split at the rasterise / shade boundary:
    (``background``: a colour, a texture, or a pre-rendered layer with its depth).
 
 Soft edges (``edge_softness > 0``): ``silhouettes`` composites every primitive's coverage and
-colour front to back inside per-primitive pixel windows.
+colour front to back inside per-primitive pixel windows (``reach``). Three autograd nodes with
+hand-written backward passes carry most of its per-sample work: the box and rectangle edge
+distance (``edges``), one texture sample of every soft sample (``sampling``) and the
+compositing (``composite``); forward-mode AD and functorch transforms take their
+autograd-recorded references (tests/diffcam/test_soft_fast.py checks they agree).
 
 Backends: one reference path and one fast path. "eager" (default) is the pipeline above,
 chunked, for every primitive kind and option. "compile" is the fast path for hard edges

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from ..autodiff import plain_autograd
 from ..textures import _bilerp, _quad_coords
 
 
@@ -84,3 +85,75 @@ def sample_quad(quad, u, v, offset, width, height, repeat):
     (0-d tensors). Differentiable in ``quad``, ``u`` and ``v`` (reverse and forward mode);
     the same values as ``TextureAtlas.sample``."""
     return _QuadSample.apply(quad, u, v, offset, width, height, repeat)
+
+
+_CHUNK = 1 << 16  # samples per pass of the block sampler (its corner rows stay in cache)
+
+
+class _QuadSampleBlocks(torch.autograd.Function):
+    """Bilinear colours (S, 3) of (u, v) (S,) in several textures of the atlas at once,
+    times a shading factor ``shade`` (S,) (or None): the samples come in blocks (start, stop,
+    offset, width, height, repeat), each in one texture. One autograd node for all of them,
+    so the backward adds every block's texture gradient into one (N, 12) table (per-texture
+    calls would each zero-fill and add a whole table), a cache-sized chunk at a time."""
+
+    @staticmethod
+    def forward(ctx, quad, u, v, shade, blocks):
+        S = u.shape[0]
+        col = quad.new_empty(S, 3)
+        row = torch.empty(S, dtype=torch.long, device=u.device)
+        ax, ay, sx, sy = (u.new_empty(S) for _ in range(4))
+        for start, stop, *meta in blocks:
+            for c0 in range(start, stop, _CHUNK):
+                sl = slice(c0, min(stop, c0 + _CHUNK))
+                r, ax[sl], ay[sl], sx[sl], sy[sl] = _quad_coords(u[sl], v[sl], *meta)
+                row[sl] = r
+                col[sl] = _bilerp(quad.index_select(0, r), ax[sl], ay[sl])[0]
+        if shade is not None:
+            col.mul_(shade.unsqueeze(1))
+        ctx.save_for_backward(quad, row, ax, ay, sx, sy, shade)
+        return col
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        quad, row, ax, ay, sx, sy, shade = ctx.saved_tensors
+        need_q, need_u, need_v, need_s = ctx.needs_input_grad[:4]
+        S = row.shape[0]
+        g_quad = quad.new_zeros(quad.shape) if need_q else None
+        g_u, g_v, g_s = (g.new_empty(S) if need else None for need in (need_u, need_v, need_s))
+        for c0 in range(0, S, _CHUNK):
+            sl = slice(c0, min(S, c0 + _CHUNK))
+            gc, a, b = g[sl], ax[sl], ay[sl]
+            s = None if shade is None else shade[sl]
+            if need_q:
+                gq = gc if s is None else gc * s.unsqueeze(1)
+                g_quad.index_add_(0, row[sl], _QuadSample._weights(gq, a, b))
+            if need_u or need_v or need_s:
+                # g . corner colour, per corner (n, 4), as a batched matrix product (a sum
+                # over a last axis of 3 is slow on CPU): the slopes' and the unshaded
+                # colour's products with g without forming them
+                q = quad.index_select(0, row[sl]).view(-1, 4, 3)
+                g00, g01, g10, g11 = torch.bmm(q, gc.unsqueeze(2)).squeeze(2).unbind(1)
+                top, bot = torch.lerp(g00, g01, a), torch.lerp(g10, g11, a)
+                if need_s:
+                    torch.lerp(top, bot, b, out=g_s[sl])
+                scale = (sx[sl], sy[sl]) if s is None else (sx[sl] * s, sy[sl] * s)
+                if need_u:
+                    torch.mul(torch.lerp(g01 - g00, g11 - g10, b), scale[0], out=g_u[sl])
+                if need_v:
+                    torch.mul(bot - top, scale[1], out=g_v[sl])
+        return g_quad, g_u, g_v, g_s, None
+
+
+def sample_quad_blocks(quad, u, v, blocks, shade=None):
+    """Bilinear colours (S, 3) at texture coordinates u, v (S,) (v up), in blocks of samples
+    (start, stop, offset, width, height, repeat) each in one texture of the atlas (its
+    ``sample_quad`` arguments), times ``shade`` (S,) if given. One autograd node (reverse
+    mode; forward-mode AD and functorch transforms take ``sample_quad`` per block instead):
+    the same values and gradients as ``sample_quad`` per block times ``shade``."""
+    if plain_autograd():
+        return _QuadSampleBlocks.apply(quad, u, v, shade, blocks)
+    parts = [sample_quad(quad, u[a:b], v[a:b], *meta) for a, b, *meta in blocks]
+    colour = torch.cat(parts) if parts else quad.new_zeros(0, 3)
+    return colour if shade is None else colour * shade.unsqueeze(1)

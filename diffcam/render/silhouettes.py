@@ -5,7 +5,7 @@ sigma)`` and a colour at every pixel; these are composited front to back in dept
 Coverage below sigmoid(-_SOFT_TAIL) is taken as exactly 0, so a primitive only needs the
 pixels within ``_SOFT_TAIL * sigma`` of its silhouette (or inside it), which `reach` finds
 without autograd. Colours, depths and coverage are computed with autograd on those pixels only
-(`_soft_samples`) and composited on their union (`_composite`), whose depth ordering also
+(`_soft_samples`) and composited on their union (`composite`), whose depth ordering also
 gives the hard winner's id and depth (`_winner_images`).
 """
 
@@ -16,10 +16,12 @@ from typing import NamedTuple
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from ..primitives import PLANE, RECT, silhouette_distance, surface_uv
+from ..primitives import PLANE, RECT, surface_uv
+from .composite import _channels_first, composite, make_plan
+from .edges import silhouette_distance
 from .frame import Frame
 from .reach import candidates, kept_pixels, ray_dirs
-from .sampling import sample_quad
+from .sampling import sample_quad_blocks
 from .shading import shade_at
 
 # Soft coverage sigmoid(sd / sigma) is treated as exactly 0 where sd <= -_SOFT_TAIL * sigma.
@@ -84,8 +86,10 @@ def _soft(f: Frame, atlas, bg, sigma: float, max_chunk: int, w0) -> SoftImage:
         image = _channels_first(bg, B)
         zeros = bg.new_zeros(B, P)
         return SoftImage(image, zeros, torch.full((B * P,), -1, device=bg.device), zeros.view(-1))
-    image, coverage, winners = _composite(samples, bg, B, P, f.K)
-    object_id, depth = _winner_images(samples, winners, B * P)
+    s = samples
+    plan = make_plan(s.pid, s.prim, s.depth.detach(), s.hit, B, P, f.K, s.blocks)
+    image, coverage = composite(samples.alpha, samples.colour, bg, plan)
+    object_id, depth = _winner_images(samples, plan.winners, B * P)
     return SoftImage(image, coverage, object_id, depth)
 
 
@@ -100,11 +104,11 @@ def _winner_images(s: Samples, winners, n_pix: int):
 
 def _soft_samples(f: Frame, atlas, sigma: float, margin: float, max_chunk: int, w0):
     """Every primitive's :class:`Samples` at the pixels its soft edge reaches
-    (`reach.kept_pixels` of `reach.candidates`); None when no pixel is kept."""
-    B, H, W = f.B, f.H, f.W
-    device = f.o.device
-    P = H * W
-    light = f.light
+    (`reach.kept_pixels` of `reach.candidates`); None when no pixel is kept.
+
+    Geometry (coverage, depth, texture coordinates, shading) is computed per primitive and
+    chunk of images (`_piece`); the texture is sampled once for all samples
+    (`sampling.sample_quad_blocks`), one autograd node instead of one per piece."""
     kept = {}
     for k, cand in candidates(f, margin).items():
         pixels = kept_pixels(f, k, cand, margin, max_chunk)
@@ -116,188 +120,87 @@ def _soft_samples(f: Frame, atlas, sigma: float, margin: float, max_chunk: int, 
     # them in the backward (checkpoint) only past _CHECKPOINT_CHUNKS chunks' worth
     saved = _SAVED_PER_SAMPLE * sum(pix.numel() for pix, _ in kept.values())
     use_ckpt = saved > _CHECKPOINT_CHUNKS * max_chunk and torch.is_grad_enabled()
-    # each primitive's texture in the atlas: offset, width, height, repeat (0-d tensors)
-    texture = {k: (atlas.offset[k, 0], atlas.width[k, 0], atlas.height[k, 0], atlas.repeat[k])
-               for k in kept}  # fmt: skip
-
-    def piece(k, b0, b1, pix, A, o, h, dxp, dyp, fx, fy, quad, uv_scale, w0c):
-        """Coverage (nb, n), depth (nb, n), colour (nb, n, 3) of primitive k at pixels
-        ``pix`` (nb, n) of images b0:b1, and whether the ray meets it there, in front of the
-        layer (nb, n) bool."""
-        code, nb, n = f.codes[k], b1 - b0, pix.shape[1]
-        kk = slice(k, k + 1)
-        d = ray_dirs(A[b0:b1, k], dxp[b0:b1], dyp[b0:b1], pix, W)
-        ok, hk_, Ak = o[b0:b1, kk], h[b0:b1, kk], A[b0:b1, kk]
-        fx1, fy1 = fx[b0:b1].unsqueeze(1), fy[b0:b1].unsqueeze(1)
-        sd, depth, pt, hit = silhouette_distance(
-            code, ok, d, hk_, Ak, fx1, fy1, 0.5 * (fx1 + fy1), with_hit=True
-        )
-        hg = hk_.unsqueeze(2)
-        u, v = surface_uv(code, pt, hg)
-        u, v = (u * uv_scale[k, 0]).reshape(-1), (v * uv_scale[k, 1]).reshape(-1)
-        col = sample_quad(quad, u, v, *texture[k]).view(nb, 1, n, 3)
-        if light is not None:
-            l_k = light.direction[b0:b1, kk].unsqueeze(2)
-            planar = code in (PLANE, RECT)
-            shade = shade_at(code, pt, d, hg, l_k, light.ambient, light.intensity, planar)
-            col = col * shade.unsqueeze(-1)
-        alpha = torch.sigmoid(sd / sigma)
-        if w0c is not None:  # depth * w0 < 1 <=> nearer than the layer (0 where it is empty)
-            front = depth * w0c.unsqueeze(1) < 1
-            alpha = torch.where(front, alpha, 0.0)
-            hit = hit & front
-        return alpha[:, 0], depth[:, 0], col[:, 0], hit[:, 0]
-
-    pids, slots, alphas, depths, colors, hits = [], [], [], [], [], []
-    blocks, start = [], 0
+    columns, blocks, start = [], [], 0
     for k in sorted(kept):
-        pix_all, valid_all = kept[k]
-        if blocks:
-            start = blocks[-1][2]
-        blocks.append((k, start, start))
-        n = pix_all.shape[1]
-        nb = max(1, min(B, max_chunk // max(1, 16 * n)))
-        for b0 in range(0, B, nb):
-            b1 = min(B, b0 + nb)
-            pix, valid = pix_all[b0:b1], valid_all[b0:b1]
-            if not bool(valid.any()):
-                continue
-            w0c = None
-            if w0 is not None:
-                w0c = w0.expand(B, H, W)[b0:b1].reshape(b1 - b0, -1).gather(1, pix)
-            args = (
-                k,
-                b0,
-                b1,
-                pix,
-                f.A,
-                f.o,
-                f.h,
-                f.dxp,
-                f.dyp,
-                f.fx,
-                f.fy,
-                atlas.quad,
-                f.uv_scale,
-                w0c,
-            )
-            if use_ckpt:
-                alpha, depth, col, hit = checkpoint(piece, *args, use_reentrant=False)
-            else:
-                alpha, depth, col, hit = piece(*args)
-            pid = pix + (torch.arange(b0, b1, device=device) * P).unsqueeze(1)
-            real = valid.reshape(-1).nonzero().squeeze(1)  # once for all five columns
-            pids.append(pid.reshape(-1)[real])
-            slots.append(torch.full((real.numel(),), k, dtype=torch.long, device=device))
-            alphas.append(alpha.reshape(-1).index_select(0, real))
-            depths.append(depth.reshape(-1).index_select(0, real))
-            colors.append(col.reshape(-1, 3).index_select(0, real))
-            hits.append(hit.reshape(-1)[real])
-            blocks[-1] = (k, blocks[-1][1], blocks[-1][2] + pids[-1].numel())
-    if not pids:
+        parts = _primitive_samples(f, k, kept[k], sigma, max_chunk, w0, use_ckpt)
+        n = sum(part[0].numel() for part in parts)
+        if n:
+            columns += parts
+            blocks.append((k, start, start + n))
+            start += n
+    if not columns:
         return None
-    cat = torch.cat
-    columns = (cat(pids), cat(slots), cat(alphas), cat(depths), cat(colors), cat(hits))
-    return Samples(*columns, tuple(blocks))
+    pid, prim, alpha, depth, u, v, shade, hit = (
+        None if c[0] is None else torch.cat(c) for c in zip(*columns, strict=True)
+    )
+    # each block's texture in the atlas: offset, width, height, repeat (0-d tensors)
+    textures = [
+        (a, b, atlas.offset[k, 0], atlas.width[k, 0], atlas.height[k, 0], atlas.repeat[k])
+        for k, a, b in blocks
+    ]
+    colour = sample_quad_blocks(atlas.quad, u, v, textures, shade)
+    return Samples(pid, prim, alpha, depth, colour, hit, tuple(blocks))
 
 
-def _composite(s: Samples, bg, B: int, P: int, K: int):
-    """Front-to-back compositing of the samples over the background ``bg`` (B|1, P, 3) on the
-    union of their pixels -> image (B, 3, P), coverage (B, P), and the hard winners: per
-    pixel the sample of the nearest primitive the ray meets (lower index on a tie, as in the
-    hard test), as sample indices (W,) long.
-
-    Most pixels hold one primitive's sample: there the result is ``a c + (1 - a) bg`` with no
-    ordering, and the sample wins where it is a hit; only pixels that several primitives
-    reach are sorted by depth (`_composite_sorted`). The image is the background, written
-    once, with those pixels set.
-    """
-    with torch.no_grad():
-        single = torch.bincount(s.pid, minlength=B * P)[s.pid] == 1
-    one = single.nonzero().squeeze(1)
-    if 2 * one.numel() < s.pid.numel():  # mostly overlaps: all in depth order, no split
-        everything = torch.arange(s.pid.numel(), device=s.pid.device)
-        q, colours, coverage_q, winners = _composite_sorted(s, everything, bg, B, P, K)
-        return (*_write(bg, B, P, q, colours, coverage_q), winners)
-    p1, a1 = s.pid[one], s.alpha.index_select(0, one).unsqueeze(1)
-    out1 = a1 * s.colour.index_select(0, one) + (1.0 - a1) * _background_at(bg, p1, P)
-    pixels, colours, coverages = [p1], [out1], [a1[:, 0]]
-    winners = [one[s.hit[one]]]
-    if one.numel() < s.pid.numel():
-        many = (~single).nonzero().squeeze(1)
-        part = Samples(*(x[many] for x in s[:6]))
-        pixels_m, colours_m, coverage_m, winners_m = _composite_sorted(part, many, bg, B, P, K)
-        pixels.append(pixels_m)
-        colours.append(colours_m)
-        coverages.append(coverage_m)
-        winners.append(winners_m)
-    image, coverage = _write(bg, B, P, torch.cat(pixels), torch.cat(colours), torch.cat(coverages))
-    return image, coverage, torch.cat(winners)
-
-
-def _write(bg, B: int, P: int, q, colours, coverage_q):
-    """The background (B|1, P, 3) as a new (B, 3, P) image with pixels ``q`` (N,) (flat
-    sample indices) set to ``colours`` (N, 3), and the coverage (B, P): ``coverage_q`` (N,)
-    there, 0 elsewhere."""
-    b, p = q // P, q % P
-    image = _channels_first(bg, B)
-    # in place on the image itself (not a view: its backward gathers the set pixels' gradient
-    # instead of copying the whole image's)
-    image[b, :, p] = colours
-    coverage = bg.new_zeros(B, P)
-    coverage[b, p] = coverage_q
-    return image, coverage
+def _primitive_samples(f: Frame, k: int, kept, sigma, max_chunk: int, w0, use_ckpt: bool):
+    """Primitive k's samples at its kept pixels (a :class:`~reach.PixelList`), in chunks of
+    images: per chunk the columns pid, prim, alpha, depth, u, v, shade (None when unlit)
+    and hit, each (n,), of its real entries."""
+    B, H, W = f.B, f.H, f.W
+    device = f.o.device
+    pix_all, valid_all = kept
+    n = pix_all.shape[1]
+    nb = max(1, min(B, max_chunk // max(1, 16 * n)))
+    out = []
+    for b0 in range(0, B, nb):
+        b1 = min(B, b0 + nb)
+        pix, valid = pix_all[b0:b1], valid_all[b0:b1]
+        if not bool(valid.any()):
+            continue
+        w0c = None
+        if w0 is not None:
+            w0c = w0.expand(B, H, W)[b0:b1].reshape(b1 - b0, -1).gather(1, pix)
+        args = (f, k, b0, b1, pix, sigma, f.A, f.o, f.h, f.dxp, f.dyp, f.fx, f.fy, w0c)
+        if use_ckpt:
+            values = checkpoint(_piece, *args, use_reentrant=False)
+        else:
+            values = _piece(*args)
+        pid = pix + (torch.arange(b0, b1, device=device) * (H * W)).unsqueeze(1)
+        real = valid.reshape(-1).nonzero().squeeze(1)  # once for every column
+        prim = torch.full((real.numel(),), k, dtype=torch.long, device=device)
+        columns = [
+            None if x is None else x.reshape(-1).index_select(0, real) for x in (pid, *values)
+        ]
+        out.append((columns[0], prim, *columns[1:]))
+    return out
 
 
-def _channels_first(bg, B: int):
-    """A new (B, 3, P) image of the background ``bg`` (B|1, P, 3)."""
-    if bg.shape[0] == 1:  # transpose the one image, then copy it contiguously
-        return bg.transpose(1, 2).contiguous().expand(B, -1, -1).clone()
-    return bg.transpose(1, 2).clone(memory_format=torch.contiguous_format)
-
-
-def _background_at(bg, pid, P: int):
-    """The background (B|1, P, 3) at flat sample indices ``pid`` (N,) -> (N, 3)."""
-    if bg.shape[0] == 1:
-        return bg[0].index_select(0, pid % P)
-    return bg.reshape(-1, 3).index_select(0, pid)
-
-
-def _composite_sorted(s: Samples, index, bg, B: int, P: int, K: int):
-    """Samples of pixels that hold several, composited in depth order over ``bg``
-    (B|1, P, 3): the pixels' flat indices (N,), their colours (N, 3) and coverage (N,), and
-    the winning samples (the first hit in depth order) as entries of ``index`` (S,), the
-    samples' indices in the caller's list."""
-    dtype, device = s.alpha.dtype, s.alpha.device
-    # the union of the pixels as a list of N flat pixels, and each sample's row in it
-    # (marks over all pixels: linear, where sorting the samples is not)
-    n_pix = B * P
-    mark = torch.zeros(n_pix, dtype=torch.bool, device=device)
-    mark[s.pid] = True
-    q = mark.nonzero().squeeze(1)
-    row_of = torch.empty(n_pix, dtype=torch.long, device=device)
-    row_of[q] = torch.arange(q.numel(), device=device)
-    at = (row_of[s.pid], s.prim)
-    N = q.numel()
-    # a primitive not evaluated at a pixel: coverage 0, behind everything; the order is
-    # piecewise constant, so the depths need no gradient
-    alpha = torch.zeros(N, K, dtype=dtype, device=device).index_put(at, s.alpha)
-    with torch.no_grad():
-        depth = torch.full((N, K), _FAR, dtype=dtype, device=device).index_put(at, s.depth)
-        order = depth.argsort(dim=1, stable=True)  # ties in primitive order
-        hit = torch.zeros(N, K, dtype=torch.bool, device=device).index_put(at, s.hit)
-        sample = torch.zeros(N, K, dtype=torch.long, device=device).index_put(at, index)
-        hit, sample = hit.gather(1, order), sample.gather(1, order)
-        first = hit.to(torch.uint8).argmax(1, keepdim=True)  # the first hit in depth order
-        winners = sample.gather(1, first)[:, 0][hit.any(1)]
-    color = torch.zeros(N, K, 3, dtype=dtype, device=device).index_put(at, s.colour)
-    alpha = alpha.gather(1, order)
-    color = color.gather(1, order.unsqueeze(-1).expand_as(color))
-    trans = torch.cumprod(1.0 - alpha, dim=1)
-    before = torch.cat([torch.ones_like(trans[:, :1]), trans[:, :-1]], 1)
-    behind = trans[:, -1:] * _background_at(bg, q, P)
-    out = ((alpha * before).unsqueeze(-1) * color).sum(1) + behind
-    return q, out, 1.0 - trans[:, -1], winners
-
-
-_FAR = 1e30  # depth of a primitive not evaluated at a pixel (sorts last; coverage 0 there)
+def _piece(f: Frame, k: int, b0: int, b1: int, pix, sigma, A, o, h, dxp, dyp, fx, fy, w0c):
+    """Coverage, depth, texture coordinates u and v (``uv_scale`` applied), shading (None
+    when unlit), each (nb, n), of primitive k at pixels ``pix`` (nb, n) of images b0:b1, and
+    whether the ray meets it there, in front of the layer (nb, n) bool. The tensors it
+    differentiates come as arguments (for ``checkpoint``)."""
+    code, W = f.codes[k], f.W
+    kk = slice(k, k + 1)
+    d = ray_dirs(A[b0:b1, k], dxp[b0:b1], dyp[b0:b1], pix, W)
+    ok, hk_, Ak = o[b0:b1, kk], h[b0:b1, kk], A[b0:b1, kk]
+    fx1, fy1 = fx[b0:b1].unsqueeze(1), fy[b0:b1].unsqueeze(1)
+    sd, depth, pt, hit = silhouette_distance(code, ok, d, hk_, Ak, fx1, fy1, 0.5 * (fx1 + fy1))
+    hg = hk_.unsqueeze(2)
+    u, v = surface_uv(code, pt, hg)
+    su, sv = (float(x) for x in f.uv_scale[k])  # plain numbers (no grad): skip a scale of 1
+    u, v = (u if su == 1.0 else u * su), (v if sv == 1.0 else v * sv)
+    light = f.light
+    if light is not None:
+        l_k = light.direction[b0:b1, kk].unsqueeze(2)
+        planar = code in (PLANE, RECT)
+        shade = shade_at(code, pt, d, hg, l_k, light.ambient, light.intensity, planar)
+    else:
+        shade = None
+    alpha = torch.sigmoid(sd / sigma)
+    if w0c is not None:  # depth * w0 < 1 <=> nearer than the layer (0 where it is empty)
+        front = depth * w0c.unsqueeze(1) < 1
+        alpha = torch.where(front, alpha, 0.0)
+        hit = hit & front
+    # squeeze, not [:, 0]: a view whose backward allocates nothing
+    return tuple(None if x is None else x.squeeze(1) for x in (alpha, depth, u, v, shade, hit))

@@ -1,0 +1,261 @@
+"""Front-to-back compositing of soft samples, with a hand-written backward.
+
+A pixel holding samples 0..L-1 in depth order (coverage ``a_l``, colour ``c_l``) over the
+background ``bg`` shows ``sum_l T_l a_l c_l + T_L bg`` with ``T_l = prod_{j<l} (1 - a_j)``,
+and its coverage is ``1 - T_L``. Instead of recording that op by op (scatters into a dense
+(pixel, primitive) table, sorting gathers, a cumulative product), `composite` runs the
+recursion in one autograd node whose backward uses
+
+    d image / d c_l = T_l a_l,    d image / d a_l = T_l (c_l - R_l),    d image / d bg = T_L,
+
+with ``R_l`` the composite of the samples behind l over the background (back to front:
+``R_L = bg``, ``R_{l-1} = a_l c_l + (1 - a_l) R_l``), no division by ``1 - a_l`` (which is 0
+deep inside a silhouette). The coverage is the same recursion with colour 1 over 0.
+
+Most pixels hold one sample: there the image is ``bg + a (c - bg)`` and no ordering is needed;
+only pixels several samples share are sorted by depth (ties in primitive order, as the hard
+test breaks them). Forward-mode AD and functorch transforms take the autograd-recorded
+reference (`composite_reference`), which computes the same values.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from ..autodiff import plain_autograd
+
+_FAR = 1e30  # depth of a primitive not evaluated at a pixel (sorts last; coverage 0 there)
+
+
+class Plan(NamedTuple):
+    """Where the samples go (no grad). one (n1,) samples alone at their pixel; many (m,)
+    the others; slot (m,) each one's entry ``rank * N + row`` in the (L, N) depth-sorted
+    table of the N shared pixels ``q`` (N,); pix (n1 + N,) the written flat pixels (singles
+    first); chan (n1 + N, 3) their flat (B, 3, P) image indices; winners (W,) the samples the
+    hard test picks (the nearest hit per pixel); B, P, L."""
+
+    one: torch.Tensor
+    many: torch.Tensor
+    slot: torch.Tensor
+    q: torch.Tensor
+    pix: torch.Tensor
+    chan: torch.Tensor
+    winners: torch.Tensor
+    B: int
+    P: int
+    L: int
+
+
+def make_plan(pid, prim, depth, hit, B: int, P: int, K: int, blocks=()) -> Plan:
+    """The :class:`Plan` of samples at flat pixels ``pid`` (S,) of primitives ``prim`` (S,)
+    with depths ``depth`` (S,) and hits ``hit`` (S,) bool; ``blocks`` optionally lists
+    (primitive, start, stop) runs of samples whose pixels are unique and ascending."""
+    with torch.no_grad():
+        device = pid.device
+        single, q, row_of = _shared_pixels(pid, blocks, B * P)
+        one = single.nonzero().squeeze(1)
+        many = (~single).nonzero().squeeze(1)
+        winners = [one[hit.index_select(0, one)]]
+        q = slot = pid.new_empty(0) if q is None else q
+        L = 0
+        if many.numel():
+            row = row_of(pid.index_select(0, many))
+            slot, L, won = _sorted_slots(row, q.numel(), prim[many], depth[many], hit[many], K)
+            winners.append(many[won])
+        pix = torch.cat([pid.index_select(0, one), q])
+        base = pix + torch.div(pix, P, rounding_mode="floor") * (2 * P)  # b * 3P + p
+        chan = base.unsqueeze(1) + torch.arange(0, 3 * P, P, device=device)
+        return Plan(one, many, slot, q, pix, chan, torch.cat(winners), B, P, L)
+
+
+def _shared_pixels(pid, blocks, n_pix: int):
+    """Which samples are alone at their pixel (S,) bool, the pixels several share q (N,)
+    ascending (None if none), and a function from such pixels to their rows in q.
+
+    Few samples (against pixels) in runs of ascending unique pixels: each run looks up the
+    others (binary search), with no pixel-sized buffers; otherwise a count per pixel."""
+    S = pid.numel()
+    runs = [(a, b) for _, a, b in blocks if b > a]
+    if runs and 4 * S * len(runs) < n_pix and _ascending(pid, runs):
+        shared = torch.zeros(S, dtype=torch.bool, device=pid.device)
+        for a, b in runs:
+            for c, d in runs:
+                if (a, b) != (c, d):
+                    mine, other = pid[a:b], pid[c:d]
+                    pos = torch.searchsorted(other, mine).clamp_(max=d - c - 1)
+                    shared[a:b] |= other.index_select(0, pos) == mine
+        if not bool(shared.any()):
+            return ~shared, None, None
+        q = torch.unique(pid[shared])
+        return ~shared, q, lambda p: torch.searchsorted(q, p)
+    counts = torch.bincount(pid, minlength=n_pix)
+    single = counts.index_select(0, pid) == 1
+    shared = counts > 1
+    rows = shared.cumsum(0) - 1
+    return single, shared.nonzero().squeeze(1), lambda p: rows.index_select(0, p)
+
+
+def _ascending(pid, runs) -> bool:
+    """Whether every run of ``pid`` is strictly ascending."""
+    return all(bool((pid[a + 1 : b] > pid[a : b - 1]).all()) for a, b in runs)
+
+
+def _sorted_slots(row, N: int, prim, depth, hit, K: int):
+    """Samples of N pixels that hold several, at rows ``row`` (m,) of those pixels: each
+    sample's slot ``rank * N + row`` in the (L, N) table sorted by depth (ties in primitive
+    order), L, and the winners (the first hit of each pixel) as indices into the samples."""
+    device = row.device
+    at = prim * N + row
+    table = torch.full((K * N,), _FAR, dtype=depth.dtype, device=device)
+    table = table.index_copy_(0, at, depth).view(K, N)
+    # rank = how many primitives lie in front (nearer, or as near with a lower index): K^2 / 2
+    # comparisons of rows, where sorting N rows of K is slow on CPU
+    count = torch.uint8 if K <= 255 else torch.int32  # ranks reach K - 1
+    ranks = torch.zeros(K, N, dtype=count, device=device)
+    for k in range(K):
+        for j in range(k):
+            ahead = table[j] <= table[k]  # j before k
+            ranks[k] += ahead.to(count)
+            ranks[j] += (~ahead).to(count)
+    rank = ranks.view(-1).index_select(0, at)
+    L = int(rank.max()) + 1
+    # each pixel's nearest hit: the lowest rank among its hits (L: none)
+    hit_rows = row[hit]
+    first = torch.full((N,), L, dtype=count, device=device)
+    first.scatter_reduce_(0, hit_rows, rank[hit], "amin")
+    won = (hit & (rank == first.index_select(0, row))).nonzero().squeeze(1)
+    return rank.long() * N + row, L, won
+
+
+def _background_at(bg, pid, P: int):
+    """The background (B|1, P, 3) at flat sample indices ``pid`` (N,) -> (N, 3)."""
+    if bg.shape[0] == 1:
+        return bg[0].index_select(0, pid % P)
+    return bg.reshape(-1, 3).index_select(0, pid)
+
+
+def _channels_first(bg, B: int):
+    """A new (B, 3, P) image of the background ``bg`` (B|1, P, 3)."""
+    if bg.shape[0] == 1:  # transpose the one image, then copy it contiguously
+        return bg.transpose(1, 2).contiguous().expand(B, -1, -1).clone()
+    return bg.transpose(1, 2).clone(memory_format=torch.contiguous_format)
+
+
+class _Composite(torch.autograd.Function):
+    """image (B, 3, P), coverage (B, P) of samples' coverage ``alpha`` (S,) and colours
+    ``colour`` (S, 3) over ``bg`` (B|1, P, 3), placed by a :class:`Plan`."""
+
+    @staticmethod
+    def forward(ctx, alpha, colour, bg, plan: Plan):
+        B, P, L = plan.B, plan.P, plan.L
+        n1 = plan.one.numel()
+        a1 = alpha.index_select(0, plan.one).unsqueeze(1)
+        c1 = colour.index_select(0, plan.one)
+        bg_at = _background_at(bg, plan.pix, P)
+        bg1, bgq = bg_at[:n1], bg_at[n1:]
+        out1 = torch.addcmul(bg1, a1, c1 - bg1)
+        N = plan.q.numel()
+        A = alpha.new_zeros(L * N).index_copy_(0, plan.slot, alpha.index_select(0, plan.many))
+        C = colour.new_zeros(L * N, 3)
+        C.index_copy_(0, plan.slot, colour.index_select(0, plan.many))
+        A, C = A.view(L, N), C.view(L, N, 3)
+        T = alpha.new_ones(L + 1, N)  # T[l] = prod_{j<l} (1 - a_j)
+        acc = alpha.new_zeros(N, 3)
+        for i in range(L):
+            acc.addcmul_((A[i] * T[i]).unsqueeze(1), C[i])
+            torch.mul(T[i], 1.0 - A[i], out=T[i + 1])
+        outq = torch.addcmul(acc, T[L].unsqueeze(1), bgq)
+        image = _channels_first(bg, B)
+        image.view(-1).index_copy_(0, plan.chan.view(-1), torch.cat([out1, outq]).view(-1))
+        behind = torch.cat([1.0 - a1[:, 0], T[L]])  # what shows of the background
+        coverage = alpha.new_zeros(B * P).index_copy_(0, plan.pix, 1.0 - behind)
+        ctx.plan = plan
+        ctx.bg_shape = bg.shape
+        ctx.tensors = (a1, c1, bg1, bgq, A, C, T, behind)
+        return image, coverage.view(B, P)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g_image, g_coverage):
+        plan = ctx.plan
+        a1, c1, bg1, bgq, A, C, T, behind = ctx.tensors
+        n1, L = a1.shape[0], plan.L
+        g_px = g_image.reshape(-1).index_select(0, plan.chan.view(-1)).view(-1, 3)
+        gc_px = g_coverage.reshape(-1).index_select(0, plan.pix)
+        g1, gq = g_px[:n1], g_px[n1:]
+        g_alpha = g_colour = g_bg = None
+        need_a, need_c, need_bg = ctx.needs_input_grad[:3]
+        n_all = plan.one.numel() + plan.many.numel()
+        if need_a or need_c:
+            g_alpha = A.new_zeros(n_all)
+            g_colour = A.new_zeros(n_all, 3)
+            # one sample: image = bg + a (c - bg), coverage = a
+            g_alpha.index_copy_(0, plan.one, _dot3(c1 - bg1, g1) + gc_px[:n1])
+            g_colour.index_copy_(0, plan.one, a1 * g1)
+            if L:
+                gA, gC = _sorted_backward(A, C, T, bgq, gq, gc_px[n1:])
+                g_alpha.index_copy_(0, plan.many, gA.view(-1).index_select(0, plan.slot))
+                g_colour.index_copy_(0, plan.many, gC.view(-1, 3).index_select(0, plan.slot))
+        if need_bg:
+            shown = g_image.new_ones(plan.B * plan.P).index_copy_(0, plan.pix, behind)
+            g_bg = (g_image.reshape(plan.B, 3, -1) * shown.view(plan.B, 1, -1)).transpose(1, 2)
+            if ctx.bg_shape[0] == 1:
+                g_bg = g_bg.sum(0, keepdim=True)
+        return (g_alpha if need_a else None), (g_colour if need_c else None), g_bg, None
+
+
+def _sorted_backward(A, C, T, bgq, g, gc):
+    """Gradients (L, N), (L, N, 3) of the sorted table's coverage A (L, N) and colours C
+    (L, N, 3) given the transmittances T (L + 1, N), the background bgq (N, 3) and the
+    gradients of the pixels' colour g (N, 3) and coverage gc (N,)."""
+    L, N = A.shape
+    gA = torch.empty_like(A)
+    gC = torch.empty_like(C)
+    R = bgq.clone()  # what lies behind sample l, composited: colour
+    Rc = A.new_zeros(N)  # and coverage
+    for i in range(L - 1, -1, -1):
+        a, c, t = A[i], C[i], T[i]
+        torch.mul(t, _dot3(c - R, g) + gc * (1.0 - Rc), out=gA[i])
+        torch.mul(g, (a * t).unsqueeze(1), out=gC[i])
+        R.addcmul_(a.unsqueeze(1), c - R)
+        Rc.addcmul_(a, 1.0 - Rc)
+    return gA, gC
+
+
+def _dot3(a, b):
+    """Row dot products (n,) of a, b (n, 3), by columns (a sum over a last axis of 3 is slow
+    on CPU)."""
+    return torch.addcmul(torch.addcmul(a[:, 0] * b[:, 0], a[:, 1], b[:, 1]), a[:, 2], b[:, 2])
+
+
+def composite(alpha, colour, bg, plan: Plan):
+    """Front-to-back composite of samples ``alpha`` (S,), ``colour`` (S, 3) over ``bg``
+    (B|1, P, 3) placed by ``plan`` -> image (B, 3, P), coverage (B, P). The hand-written
+    backward, unless forward-mode AD or a functorch transform is active (the reference)."""
+    if plain_autograd():
+        return _Composite.apply(alpha, colour, bg, plan)
+    return composite_reference(alpha, colour, bg, plan)
+
+
+def composite_reference(alpha, colour, bg, plan: Plan):
+    """`composite` recorded op by op by autograd (any AD mode)."""
+    B, P, L = plan.B, plan.P, plan.L
+    n1 = plan.one.numel()
+    a1 = alpha.index_select(0, plan.one).unsqueeze(1)
+    bg_at = _background_at(bg, plan.pix, P)
+    out1 = bg_at[:n1] + a1 * (colour.index_select(0, plan.one) - bg_at[:n1])
+    N = plan.q.numel()
+    A = alpha.new_zeros(L * N).index_copy(0, plan.slot, alpha.index_select(0, plan.many))
+    C = colour.new_zeros(L * N, 3).index_copy(0, plan.slot, colour.index_select(0, plan.many))
+    A, C = A.view(L, N), C.view(L, N, 3)
+    trans = torch.cumprod(1.0 - A, dim=0)
+    before = torch.cat([torch.ones_like(trans[:1]), trans[:-1]], 0)
+    shown = trans[-1] if L else A.new_ones(N)
+    outq = ((A * before).unsqueeze(-1) * C).sum(0) + shown.unsqueeze(1) * bg_at[n1:]
+    behind = torch.cat([1.0 - a1[:, 0], shown])
+    flat = _channels_first(bg, B).view(-1)
+    image = flat.index_put((plan.chan.view(-1),), torch.cat([out1, outq]).view(-1))
+    coverage = alpha.new_zeros(B * P).index_put((plan.pix,), 1.0 - behind)
+    return image.view(B, 3, P), coverage.view(B, P)

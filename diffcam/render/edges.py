@@ -1,0 +1,89 @@
+"""Soft samples' silhouette distance of boxes and rectangles, with a hand-written backward.
+
+Their distance is the minimum over silhouette edges of the signed pixel distance to the
+edge's image line, ``(n_e . d) / norm_e`` (``primitives._edge_planes_sd``). Recorded op by op
+that is a (samples, edges) product, a division, a mask and a minimum, each with its own
+(samples, edges) buffers in the backward. `edge_distance` does it in one node: the forward
+keeps only the nearest edge's index per sample, and the backward sends each sample's
+gradient to that edge alone, ``d sd / d d = n_e / norm_e``, ``d sd / d n_e = d / norm_e``,
+``d sd / d norm_e = -sd / norm_e``. `silhouette_distance` is ``primitives.silhouette_distance``
+with it for these kinds (the same values; the gradients of the minimum's one edge where the
+reference splits them among exact ties).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import primitives as prim
+from ..autodiff import plain_autograd
+from ..primitives import BOX, RECT
+
+
+class _EdgeDistance(torch.autograd.Function):
+    """min over active edges of ``(n_e . d) / norm_e`` (nb, K, m) of directions d
+    (nb, K, m, 3), edge normals n (nb, K, E, 3), norms (nb, K, E) and active (nb, K, E)."""
+
+    @staticmethod
+    def forward(ctx, d, n, norm, active):
+        sd = (d @ n.transpose(-1, -2)).div_(norm.unsqueeze(2))
+        sd.masked_fill_(~active.unsqueeze(2), prim._BIG)
+        sd, edge = sd.min(-1)
+        ctx.save_for_backward(d, n, norm, active, sd, edge)
+        return sd
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        d, n, norm, active, sd, edge = ctx.saved_tensors
+        # the nearest edge's 1 / norm per sample (0 where no edge is active: sd is constant)
+        inv = torch.where(active, 1.0 / norm, 0.0).gather(2, edge)
+        gs = g * inv  # (nb, K, m)
+        g_d = g_n = g_norm = None
+        need_d, need_n, need_norm = ctx.needs_input_grad[:3]
+        if need_d:  # n of each sample's edge (a batched product with the one-hot of edges)
+            g_d = gs.unsqueeze(-1) * _take_edges(n, edge)
+        if need_n:
+            idx = edge.unsqueeze(-1).expand(*edge.shape, 3)
+            g_n = torch.zeros_like(n).scatter_add_(2, idx, gs.unsqueeze(-1) * d)
+        if need_norm:
+            g_norm = torch.zeros_like(norm).scatter_add_(2, edge, -gs * sd)
+        return g_d, g_n, g_norm, None
+
+
+def _take_edges(n, edge):
+    """n (nb, K, E, 3) at edge indices ``edge`` (nb, K, m) -> (nb, K, m, 3)."""
+    nb, K, E, _ = n.shape
+    m = edge.shape[-1]
+    flat = edge + torch.arange(nb * K, device=edge.device).view(nb, K, 1) * E
+    return n.reshape(nb * K * E, 3).index_select(0, flat.reshape(-1)).view(nb, K, m, 3)
+
+
+def edge_distance(o, d, starts, dirs, active, A, fx, fy):
+    """``primitives._edge_planes_sd`` (centre reference at the local origin) in one node."""
+    n, _, norm = prim._edge_lines(o, starts, dirs, torch.zeros_like(o), A, fx, fy)
+    return _EdgeDistance.apply(d, n, norm, active)
+
+
+def silhouette_distance(code, o, d, h, A, fx, fy, f_mean):
+    """``primitives.silhouette_distance(..., with_hit=True)``: sd, depth, point, hit; boxes
+    and rectangles through `edge_distance` (reverse mode only: forward-mode AD and
+    functorch transforms take the reference)."""
+    if code not in (RECT, BOX) or not plain_autograd():
+        return prim.silhouette_distance(code, o, d, h, A, fx, fy, f_mean, with_hit=True)
+    oo, hh = o.unsqueeze(2), h.unsqueeze(2)
+    t_hit, hit = prim.intersect(code, oo, d, hh)
+    eps = prim._eps_t(d)
+    edges = prim._rect_edges if code == RECT else prim._box_edges
+    starts, dirs, active = edges(o, h)
+    sd = edge_distance(o, d, starts, dirs, active, A, fx, fy)
+    if code == RECT:
+        t_pl = prim.safe_div(-oo[..., 2], d[..., 2])
+        front = t_pl > eps
+        depth = torch.where(front, t_pl, prim._BIG)
+        point = oo + torch.where(front, t_pl, 0.0).unsqueeze(-1) * d
+        return sd, depth, point, hit
+    tc = prim.safe_div(-prim._dot(oo, d), prim._dot(d, d))
+    depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, prim._BIG))
+    point = oo + torch.where(hit, t_hit, tc.clamp(min=0)).unsqueeze(-1) * d
+    return sd, depth, point, hit
