@@ -1,9 +1,11 @@
-"""Cart-pole speed and memory: state-steps per second, forward and forward+backward.
+"""Cart-pole speed and memory: state-steps per second, forward and forward+backward; box-stack
+contact detection and steps (`scenes/box_stack.toml`: box-box and box-plane contacts).
 
 Prints one JSON line per measurement. Not part of the test suite.
 
     python benchmarks/bench_physics.py [--batches 1 64 1024 4096] [--steps 50] [--compile]
-        [--at-stop 20 4] [--coordinates maximal reduced]
+        [--at-stop 20 4] [--coordinates maximal reduced] [--workloads cartpole box_stack]
+        [--box-stack-batches 1 64]
 
 ``--coordinates``: the maximal engine (joints as constraints) and/or reduced joint coordinates
 (`physics.articulated`), the same cart-pole either way.
@@ -25,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import physics  # noqa: E402
 from tests.physics.models import cart_pole  # noqa: E402
+
+BOX_STACK = Path(__file__).resolve().parents[1] / "scenes" / "box_stack.toml"
 
 
 def measure(
@@ -165,6 +169,56 @@ def saved_tensor_bytes(
     }
 
 
+def _median_ms(run, repeats: int, calls: int) -> float:
+    """Median over ``repeats`` runs of the time (ms) of one of ``calls`` calls of ``run``."""
+    run()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            run()
+        times.append((time.perf_counter() - start) / calls)
+    return round(1e3 * statistics.median(times), 3)
+
+
+def box_stack(batch: int, steps: int = 20, repeats: int = 7) -> list[dict]:
+    """`physics.find_contacts` on the box-stack scene (15 box-box pairs, 48 box-plane corner
+    candidates), and a `steps`-step rollout forward and forward+backward (the gradient of the
+    final positions with respect to the initial velocities)."""
+    import diffcam  # the scene loader; physics itself never imports diffcam
+
+    scene = diffcam.load_scene(BOX_STACK, batch_size=batch, dtype=torch.float32)
+    world, state = scene.world, scene.initial_state()
+    common = {"B": batch, "box_pairs": len(world.box_contact_a), "threads": torch.get_num_threads()}
+    with torch.no_grad():
+        contacts_ms = _median_ms(
+            lambda: physics.find_contacts(world, state.position, state.rotation), repeats, 20
+        )
+    results = [{"bench": "box_stack_find_contacts", **common, "ms_per_call": contacts_ms}]
+    for backward in (False, True):
+
+        def run(backward=backward):
+            velocity = state.linear_velocity.clone().requires_grad_(backward)
+            current = state.replace(linear_velocity=velocity)
+            for _ in range(steps):
+                current = physics.step(world, current)
+            if backward:
+                current.position.sum().backward()
+
+        with torch.set_grad_enabled(backward):
+            elapsed = _median_ms(run, repeats, 1)
+        results.append(
+            {
+                "bench": "box_stack_step",
+                "mode": "forward+backward" if backward else "forward",
+                **common,
+                "steps": steps,
+                "ms_per_step": round(elapsed / steps, 3),
+            }
+        )
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 64, 1024, 4096])
@@ -182,7 +236,24 @@ def main() -> None:
     parser.add_argument(
         "--coordinates", nargs="+", default=["maximal", "reduced"], choices=["maximal", "reduced"]
     )
+    parser.add_argument(
+        "--workloads",
+        nargs="+",
+        default=["cartpole", "box_stack"],
+        choices=["cartpole", "box_stack"],
+    )
+    parser.add_argument("--box-stack-batches", type=int, nargs="+", default=[1, 64])
     args = parser.parse_args()
+    if "box_stack" in args.workloads:
+        for batch in args.box_stack_batches:
+            for result in box_stack(batch):
+                print(json.dumps(result), flush=True)
+    if "cartpole" in args.workloads:
+        _cartpole(args)
+
+
+def _cartpole(args: argparse.Namespace) -> None:
+    """The cart-pole workloads: at its stop, free, and memory."""
     for sweeps in args.at_stop:
         for backward in (False, True):
             print(json.dumps(measure(64, args.steps, backward, False, sweeps)), flush=True)

@@ -36,7 +36,7 @@ def _point_box(local: Tensor, half: Tensor, radius: Tensor) -> tuple[Tensor, Ten
     room = half - local.abs()
     face = room.argmin(-1, keepdim=True)
     towards = torch.where(local >= 0, 1.0, -1.0).to(local.dtype)
-    in_normal = torch.nn.functional.one_hot(face[..., 0], 3).to(local.dtype) * towards
+    in_normal = (face == torch.arange(3, device=face.device)).to(local.dtype) * towards
     normal = torch.where(is_outside, out_normal, in_normal)
     gap = torch.where(is_outside, length, -torch.gather(room, -1, face))[..., 0]
     return normal, gap - radius
@@ -68,17 +68,17 @@ def box_segment(pos_box: Tensor, rot_box: Tensor, half: Tensor, centre: Tensor,
         normal (..., 3, 3) box to sphere/capsule, point (..., 3, 3) on the capsule's surface,
         distance (..., 3) signed gap (m), valid (..., 3) bool, per slot.
     """
-    to_body = rot_box.transpose(-1, -2)
-    local_centre = (to_body @ (centre - pos_box)[..., None])[..., 0]
-    local_axis = (to_body @ half_axis[..., None])[..., 0]
+    # Body frame: rot_box^T v, as a product and a sum (cheaper than tiny batched matmuls).
+    local_centre = ((centre - pos_box)[..., :, None] * rot_box).sum(-2)
+    local_axis = (half_axis[..., :, None] * rot_box).sum(-2)
     start, delta = local_centre - local_axis, 2 * local_axis
     t = _closest_parameter(start, delta, half)
     ends = torch.stack([torch.zeros_like(t), torch.ones_like(t)], -1)
     parameters = torch.cat([ends, t[..., None]], -1)  # (..., 3)
     local = start[..., None, :] + parameters[..., None] * delta[..., None, :]
     normal, distance = _point_box(local, half[..., None, :], radius[..., None])
-    normal = (rot_box[..., None, :, :] @ normal[..., None])[..., 0]
-    world_centres = pos_box[..., None, :] + (rot_box[..., None, :, :] @ local[..., None])[..., 0]
+    normal = (rot_box[..., None, :, :] * normal[..., None, :]).sum(-1)
+    world_centres = pos_box[..., None, :] + (rot_box[..., None, :, :] * local[..., None, :]).sum(-1)
     point = world_centres - radius[..., None, None] * normal
     segment = (delta * delta).sum(-1) > 1e-12
     interior = (t > _INTERIOR) & (t < 1 - _INTERIOR)

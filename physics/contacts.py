@@ -54,7 +54,10 @@ class Contacts:
 
 
 def _rotate(rotation: Tensor, vector: Tensor) -> Tensor:
-    return (rotation @ vector[..., None])[..., 0]
+    """``rotation @ vector`` for (..., 3, 3) and (..., 3), by a product and a sum: a batched
+    matmul of 3x3 matrices costs more than that, and on CPU it dispatches every small batch to
+    the thread pool."""
+    return (rotation * vector[..., None, :]).sum(-1)
 
 
 def _take(tensor: Tensor, index: Tensor) -> Tensor:
@@ -75,7 +78,7 @@ def _combine(world: World, body_a: Tensor, body_b: Tensor, batch: int) -> tuple[
 def _plane_part(world: World, position: Tensor, rotation: Tensor) -> tuple:
     plane, body = world.structure.plane_contact_plane, world.structure.plane_contact_body
     size = _take(world.size, body)  # (B, P, 3)
-    local = (world.plane_contact_point_map @ size[..., None])[..., 0]
+    local = _rotate(world.plane_contact_point_map, size)
     radius = (world.plane_contact_radius_map * size).sum(-1)
     centre = _take(position, body) + _rotate(_take(rotation, body), local)
     normal = _take(rotation, plane)[..., :, 2]
@@ -87,8 +90,8 @@ def _plane_part(world: World, position: Tensor, rotation: Tensor) -> tuple:
 def _segment_part(world: World, position: Tensor, rotation: Tensor) -> tuple:
     seg_a, seg_b = world.structure.segment_contact_a, world.structure.segment_contact_b
     size_a, size_b = _take(world.size, seg_a), _take(world.size, seg_b)
-    half_a = _rotate(_take(rotation, seg_a), (world.segment_map_a @ size_a[..., None])[..., 0])
-    half_b = _rotate(_take(rotation, seg_b), (world.segment_map_b @ size_b[..., None])[..., 0])
+    half_a = _rotate(_take(rotation, seg_a), _rotate(world.segment_map_a, size_a))
+    half_b = _rotate(_take(rotation, seg_b), _rotate(world.segment_map_b, size_b))
     start_a, start_b = _take(position, seg_a) - half_a, _take(position, seg_b) - half_b
     s, t = closest_segment_parameters(start_a, 2 * half_a, start_b, 2 * half_b)
     closest_a = start_a + s[..., None] * 2 * half_a
@@ -124,8 +127,8 @@ def _slots(body_a: Tensor, body_b: Tensor, normal, point, distance, valid) -> tu
 
 def _box_part(world: World, position: Tensor, rotation: Tensor) -> tuple:
     box_a, box_b = world.structure.box_contact_a, world.structure.box_contact_b
-    half_a = (world.box_map_a @ _take(world.size, box_a)[..., None])[..., 0]
-    half_b = (world.box_map_b @ _take(world.size, box_b)[..., None])[..., 0]
+    half_a = _rotate(world.box_map_a, _take(world.size, box_a))
+    half_b = _rotate(world.box_map_b, _take(world.size, box_b))
     result = box_box(
         _take(position, box_a), _take(rotation, box_a), half_a,
         _take(position, box_b), _take(rotation, box_b), half_b,
@@ -135,9 +138,9 @@ def _box_part(world: World, position: Tensor, rotation: Tensor) -> tuple:
 
 def _box_segment_part(world: World, position: Tensor, rotation: Tensor) -> tuple:
     box, other = world.structure.box_segment_box, world.structure.box_segment_other
-    half = (world.box_segment_box_map @ _take(world.size, box)[..., None])[..., 0]
+    half = _rotate(world.box_segment_box_map, _take(world.size, box))
     size = _take(world.size, other)
-    half_axis = _rotate(_take(rotation, other), (world.box_segment_map @ size[..., None])[..., 0])
+    half_axis = _rotate(_take(rotation, other), _rotate(world.box_segment_map, size))
     radius = (world.box_segment_radius * size).sum(-1)
     result = box_segment(
         _take(position, box), _take(rotation, box), half, _take(position, other), half_axis, radius

@@ -82,6 +82,26 @@ def test_geometry_face_edge_and_padding():
     assert (distance[0, 2] <= distance[0, :2]).all()
 
 
+def test_geometry_reference_corners_inside_incident_face():
+    """A big box resting 1 cm deep on a small one turned 45 degrees: the clipped polygon is the
+    small box's whole top face, so the manifold is its 4 corners, lifted onto b's face."""
+    c, s = math.cos(math.pi / 4), math.sin(math.pi / 4)
+    turned = torch.tensor([[[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]], dtype=F64)
+    normal, point, distance, valid = box_box(
+        torch.zeros(1, 3, dtype=F64), turned, torch.full((1, 3), 0.2, dtype=F64),
+        torch.tensor([[0.0, 0.0, 0.69]], dtype=F64), torch.eye(3, dtype=F64)[None],
+        torch.full((1, 3), 0.5, dtype=F64),
+    )  # fmt: skip
+    assert torch.allclose(normal, torch.tensor([[0.0, 0.0, 1.0]], dtype=F64))
+    assert valid.all() and torch.allclose(distance, torch.full((1, 4), -0.01, dtype=F64))
+    corners = sorted((round(x, 9), round(y, 9)) for x, y in point[0, :, :2].tolist())
+    r = 0.2 * math.sqrt(2)
+    assert corners == sorted(
+        (round(x, 9), round(y, 9)) for x, y in [(r, 0), (-r, 0), (0, r), (0, -r)]
+    )
+    assert torch.allclose(point[0, :, 2], torch.full((4,), 0.19, dtype=F64))
+
+
 def test_candidates_follow_shapes_collide_and_joints():
     bodies = [
         _floor(),
