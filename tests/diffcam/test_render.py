@@ -164,9 +164,7 @@ def test_gradcheck_soft_pose_textured_lit(kind, size, base_rot):
 
     def f(pos, w):
         R = (axis_angle(w) @ R0).view(1, 1, 3, 3)
-        return diffcam.render(
-            cam, [prim], R, pos.view(1, 1, 3), edge_softness=1.5, lighting=light
-        )
+        return diffcam.render(cam, [prim], R, pos.view(1, 1, 3), edge_softness=1.5, lighting=light)
 
     pos = _t([0.05, 0.1, -0.03]).requires_grad_()
     w = _t([0.1, -0.05, 0.15]).requires_grad_()
