@@ -200,6 +200,19 @@ def evaluate(model, starts: int, seconds, seed: int = 10_000) -> dict:
     }
 
 
+def judge(model, args, history: list, timesteps: int, episodes: int, begin: float):
+    """`evaluate` ``model`` as every algorithm here is judged, after ``timesteps`` and
+    ``episodes`` of training begun at ``begin`` (perf_counter s): the record goes into
+    ``history`` and to stderr; returned when it reaches ``args.target``, else None."""
+    result = evaluate(model, args.eval_starts, args.seconds)
+    result.update(
+        timesteps=timesteps, episodes=episodes, seconds=round(time.perf_counter() - begin, 1)
+    )
+    history.append(result)
+    print(json.dumps(result), file=sys.stderr, flush=True)
+    return result if result["success_rate"] >= args.target else None
+
+
 def train_sb3(args) -> tuple[list[dict], dict | None, float]:
     """SAC or PPO until the success rate reaches ``args.target`` or ``args.timesteps`` run
     out. Returns (the evaluations, the first at the target or None, the start time)."""
@@ -255,16 +268,8 @@ def train_sb3(args) -> tuple[list[dict], dict | None, float]:
         chunk = min(args.eval_every, args.timesteps - done_steps)
         model.learn(chunk, reset_num_timesteps=False, progress_bar=False)
         done_steps = model.num_timesteps
-        result = evaluate(model, args.eval_starts, args.seconds)
-        result.update(
-            timesteps=int(done_steps),
-            episodes=adapter.episodes,
-            seconds=round(time.perf_counter() - begin, 1),
-        )
-        history.append(result)
-        print(json.dumps(result), file=sys.stderr, flush=True)
-        if result["success_rate"] >= args.target:
-            reached = result
+        reached = judge(model, args, history, int(done_steps), adapter.episodes, begin)
+        if reached is not None:
             break
     if args.out is not None:
         model.save(args.out)
@@ -276,7 +281,7 @@ def main(argv=None) -> dict:
     if args.algo == "bptt":
         from gym_swingup_bptt import train
 
-        history, reached, begin = train(args, evaluate, FEATURE_SCALE)
+        history, reached, begin = train(args, judge, FEATURE_SCALE)
     else:
         history, reached, begin = train_sb3(args)
     last = history[-1]

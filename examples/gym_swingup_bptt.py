@@ -66,10 +66,10 @@ class BPTTPolicy:
         return action.numpy(), None
 
 
-def train(args, evaluate, feature_scale: np.ndarray) -> tuple[list[dict], dict | None, float]:
+def train(args, judge, feature_scale: np.ndarray) -> tuple[list[dict], dict | None, float]:
     """BPTT until the evaluation's success rate reaches ``args.target`` or ``args.episodes``
-    training episodes are spent. Returns (the evaluations, the first at the target or None,
-    the start time)."""
+    training episodes are spent; ``judge`` is gym_swingup's (the evaluation SAC gets too).
+    Returns (the evaluations, the first at the target or None, the start time)."""
     import torch
 
     import diffcam.envs
@@ -139,16 +139,8 @@ def train(args, evaluate, feature_scale: np.ndarray) -> tuple[list[dict], dict |
         )
         if iteration % every and iteration != iterations:
             continue
-        result = evaluate(model, args.eval_starts, args.seconds)
-        result.update(
-            timesteps=episodes * envs.max_episode_steps,
-            episodes=episodes,
-            seconds=round(time.perf_counter() - begin, 1),
-        )
-        history.append(result)
-        print(json.dumps(result), file=sys.stderr, flush=True)
-        if result["success_rate"] >= args.target:
-            reached = result
+        reached = judge(model, args, history, episodes * envs.max_episode_steps, episodes, begin)
+        if reached is not None:
             break
     if args.out is not None:
         torch.save(model.net.state_dict(), args.out)
