@@ -31,7 +31,8 @@ class Frame(NamedTuple):
 
     A (B, K, 3, 3) local_from_camera rotations ``R_k^T R_cam``; o (B, K, 3) camera centre in
     each primitive's frame (m); h (B, K, 3) half-size parameters (m, see ``primitives``);
-    fx, fy, cx, cy (B,) intrinsics (px); uv_scale (K, 2) texture repeats; codes: K kind codes;
+    fx, fy, cx, cy (B,) intrinsics (px); uv_scale (K, 2) texture repeats, and the same as K
+    (su, sv) floats in ``repeats`` (read without a device sync); codes: K kind codes;
     light: :class:`Light` or None (unlit); dxp (B, W), dyp (B, H) camera ray slopes
     ``(j + 0.5 - cx) / fx`` and ``(i + 0.5 - cy) / fy``.
     """
@@ -44,6 +45,7 @@ class Frame(NamedTuple):
     cx: torch.Tensor
     cy: torch.Tensor
     uv_scale: torch.Tensor
+    repeats: tuple
     codes: tuple
     light: Light | None
     B: int
@@ -101,9 +103,8 @@ def make_frame(
     A = Rt @ Rc.unsqueeze(1)  # (B, K, 3, 3) local_from_camera rotation
     o = (Rt @ (tc.unsqueeze(1) - pos).unsqueeze(-1)).squeeze(-1)  # (B, K, 3) camera centre, local
     h = torch.cat([p.half_size(dtype, device).expand(B, 3).unsqueeze(1) for p in prims], 1)
-    uv_scale = torch.tensor(
-        [list(map(float, p.uv_scale)) for p in prims], dtype=dtype, device=device
-    )
+    repeats = tuple((float(p.uv_scale[0]), float(p.uv_scale[1])) for p in prims)
+    uv_scale = torch.tensor(repeats, dtype=dtype, device=device)
     light = None
     if lighting is not None:
         ldir = torch.as_tensor(lighting.direction, dtype=dtype, device=device)
@@ -115,7 +116,7 @@ def make_frame(
     dxp = (xs.unsqueeze(0) - cx.unsqueeze(1)) / fx.unsqueeze(1)  # (B, W)
     dyp = (ys.unsqueeze(0) - cy.unsqueeze(1)) / fy.unsqueeze(1)  # (B, H)
     codes = tuple(p.code for p in prims)
-    return Frame(A, o, h, fx, fy, cx, cy, uv_scale, codes, light, B, K, H, W, dxp, dyp)
+    return Frame(A, o, h, fx, fy, cx, cy, uv_scale, repeats, codes, light, B, K, H, W, dxp, dyp)
 
 
 def _local_dirs(A, dx, dy):

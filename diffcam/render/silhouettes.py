@@ -188,7 +188,7 @@ def _piece(f: Frame, k: int, b0: int, b1: int, pix, sigma, A, o, h, dxp, dyp, fx
     sd, depth, pt, hit = silhouette_distance(code, ok, d, hk_, Ak, fx1, fy1, 0.5 * (fx1 + fy1))
     hg = hk_.unsqueeze(2)
     u, v = surface_uv(code, pt, hg)
-    su, sv = (float(x) for x in f.uv_scale[k])  # plain numbers (no grad): skip a scale of 1
+    su, sv = f.repeats[k]  # plain numbers: a scale of 1 is skipped
     u, v = (u if su == 1.0 else u * su), (v if sv == 1.0 else v * sv)
     light = f.light
     if light is not None:
