@@ -149,7 +149,11 @@ def _eps_t(x: torch.Tensor) -> float:
 
 
 def _dot(a, b):
-    return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
+    # unbind, not three selects: its backward stacks the three gradients once, where each
+    # select's backward fills a zero tensor of a's whole shape
+    ax, ay, az = a.unbind(-1)
+    bx, by, bz = (ax, ay, az) if b is a else b.unbind(-1)
+    return ax * bx + ay * by + az * bz
 
 
 def _nearest_root(a, b, c):
@@ -194,8 +198,8 @@ def intersect(code: int, o: torch.Tensor, d: torch.Tensor, h: torch.Tensor):
         hit: (...) bool.
     """
     eps = _eps_t(d)
-    ox, oy, oz = o[..., 0], o[..., 1], o[..., 2]
-    dx, dy, dz = d[..., 0], d[..., 1], d[..., 2]
+    ox, oy, oz = o.unbind(-1)
+    dx, dy, dz = d.unbind(-1)
     if code in (PLANE, RECT):
         t = safe_div(-oz, dz)
         hit = (t > eps) & (dz.abs() > tiny(dz))
@@ -264,7 +268,7 @@ def surface_uv(code: int, p: torch.Tensor, h: torch.Tensor):
     silhouette path uses for samples just outside the outline. See :class:`Primitive` for the
     layouts. ``uv_scale`` is applied by the caller.
     """
-    x, y, z = p[..., 0], p[..., 1], p[..., 2]
+    x, y, z = p.unbind(-1)
     if code == PLANE:
         return x, y
     if code == RECT:
@@ -278,7 +282,7 @@ def surface_uv(code: int, p: torch.Tensor, h: torch.Tensor):
     if code == BOX:
         hx, hy, hz = h[..., 0], h[..., 1], h[..., 2]
         pc = torch.minimum(torch.maximum(p, -h), h)
-        x, y, z = pc[..., 0], pc[..., 1], pc[..., 2]
+        x, y, z = pc.unbind(-1)
         sx, sy, sz = x / (2 * hx), y / (2 * hy), z / (2 * hz)  # each in [-1/2, 1/2]
         face = _box_face(p, h)
         pos = p.gather(-1, face.unsqueeze(-1)).squeeze(-1) >= 0
@@ -307,7 +311,7 @@ def surface_uv(code: int, p: torch.Tensor, h: torch.Tensor):
 
 def surface_normal(code: int, p: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     """Outward unit normal (..., 3) at local surface points ``p`` (..., 3)."""
-    x, y, z = p[..., 0], p[..., 1], p[..., 2]
+    x, y, z = p.unbind(-1)
     zero = torch.zeros_like(x)
     one = torch.ones_like(x)
     if code in (PLANE, RECT):
@@ -483,9 +487,9 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean, distance_only=False, w
     # cylinder / capsule: closest approach between the ray and the axis (z) line
     r, hl = hh[..., 0], hh[..., 1]
     a = _dot(d, d)
-    bz = d[..., 2]
+    dx, dy, bz = d.unbind(-1)
     dd = _dot(d, oo)
-    oz = oo[..., 2]
+    ox, oy, oz = oo.unbind(-1)
     den = a - bz * bz  # a*c - b^2 with c = |e_z|^2 = 1
     z_line = safe_div(a * oz - bz * dd, den)
     if code == CAPSULE:
@@ -506,8 +510,8 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean, distance_only=False, w
             tcap = safe_div(zc - oz, bz)
             ok = (tcap > eps) & (bz.abs() > tiny(bz))
             tcap_s = torch.where(ok, tcap, 1.0)
-            px = oo[..., 0] + tcap_s * d[..., 0]
-            py = oo[..., 1] + tcap_s * d[..., 1]
+            px = ox + tcap_s * dx
+            py = oy + tcap_s * dy
             sd_cap = torch.where(ok, (r - safe_sqrt(px * px + py * py)) * fm / tcap_s, -_BIG)
             sd = torch.maximum(sd, sd_cap)
     if distance_only:

@@ -72,21 +72,12 @@ def render(
     backend: str = "eager",
     background_depth: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Render images (B, 3, H, W). Same arguments as :func:`render_buffers`."""
-    return render_buffers(
-        camera,
-        primitives,
-        rotation,
-        position,
-        background=background,
-        background_depth=background_depth,
-        edge_softness=edge_softness,
-        supersample=supersample,
-        lighting=lighting,
-        mipmap=mipmap,
-        max_chunk_elements=max_chunk_elements,
-        backend=backend,
-    ).image
+    """Render images (B, 3, H, W). Same arguments as :func:`render_buffers`; the depth,
+    object-id and coverage buffers are not made."""
+    return draw(
+        camera, primitives, rotation, position, background, edge_softness, supersample,
+        lighting, mipmap, max_chunk_elements, backend, background_depth, buffers=False,
+    ).image  # fmt: skip
 
 
 def render_buffers(
@@ -147,6 +138,30 @@ def render_buffers(
     Returns:
         :class:`RenderBuffers` (image, depth, object_id).
     """
+    return draw(
+        camera, primitives, rotation, position, background, edge_softness, supersample,
+        lighting, mipmap, max_chunk_elements, backend, background_depth, buffers=True,
+    )  # fmt: skip
+
+
+def draw(
+    camera: PinholeCamera,
+    primitives: list[Primitive],
+    rotation: torch.Tensor,
+    position: torch.Tensor,
+    background=None,
+    edge_softness: float = 0.0,
+    supersample: int = 1,
+    lighting: Lighting | None = None,
+    mipmap: bool = False,
+    max_chunk_elements: int = 1 << 23,
+    backend: str = "eager",
+    background_depth: torch.Tensor | None = None,
+    *,
+    buffers: bool = True,
+) -> RenderBuffers:
+    """:func:`render_buffers` (arguments as there); with ``buffers`` False only the image is
+    made (depth, object_id and coverage are None), which spares the soft path its winners."""
     if len(primitives) == 0:
         raise ValueError("render: need at least one primitive")
     if backend not in BACKENDS:
@@ -163,7 +178,11 @@ def render_buffers(
         mipmap,
         max_chunk_elements,
         backend,
+        buffers,
     )
+    if not buffers:
+        img = F.avg_pool2d(img, s) if s > 1 else img
+        return RenderBuffers(img, None, None, None)
     if background_depth is not None:  # the layer's depth where the layer shows
         layer_depth = background_depth.to(dtype=depth.dtype, device=depth.device)
         depth = torch.where(oid.unsqueeze(1) >= 0, depth, layer_depth)
@@ -177,9 +196,12 @@ def render_buffers(
     return RenderBuffers(img, depth, oid, coverage)
 
 
-def _render(frame: Frame, prims, background, background_depth, sigma, mipmap, max_chunk, backend):
+def _render(
+    frame: Frame, prims, background, background_depth, sigma, mipmap, max_chunk, backend, buffers
+):
     """(image (B, 3, H, W), depth (B, 1, H, W), object id (B, H, W), coverage (B, 1, H, W) or
-    None for hard edges) at the sampling resolution; ``sigma`` in samples."""
+    None for hard edges) at the sampling resolution; ``sigma`` in samples. Without
+    ``buffers`` the soft path may return None for depth, object id and coverage."""
     B, H, W = frame.B, frame.H, frame.W
     dtype, device = frame.o.dtype, frame.o.device
     fast = sigma <= 0 and not mipmap and backend == "compile" and frame.planar_only
@@ -192,18 +214,20 @@ def _render(frame: Frame, prims, background, background_depth, sigma, mipmap, ma
     bg = _background(background, B, H, W, dtype, device)
     w0 = _layer_inverse_depth(background, background_depth, B, H, W, dtype, device)
     if sigma > 0:
-        return _render_soft(frame, atlas, bg, w0, sigma, max_chunk)
+        return _render_soft(frame, atlas, bg, w0, sigma, max_chunk, buffers)
     if fast:
         return _render_fast(frame, atlas, bg, w0)
-    return _render_eager(frame, atlas, bg, w0, mipmap, max_chunk)
+    return _render_eager(frame, atlas, bg, w0, mipmap, max_chunk, buffers)
 
 
-def _render_soft(frame: Frame, atlas, bg, w0, sigma, max_chunk):
-    """Soft edges: the composited image and coverage, and the depth (with gradients) and
-    object id of the hard winner, found among the same samples."""
+def _render_soft(frame: Frame, atlas, bg, w0, sigma, max_chunk, buffers: bool):
+    """Soft edges: the composited image and coverage, and (``buffers``) the depth (with
+    gradients) and object id of the hard winner, found among the same samples."""
     B, H, W = frame.B, frame.H, frame.W
-    out = _soft(frame, atlas, bg, sigma, max_chunk, w0)
+    out = _soft(frame, atlas, bg, sigma, max_chunk, w0, buffers)
     img = out.image.view(B, 3, H, W)
+    if not buffers:
+        return img, None, None, None
     depth, oid = out.depth.view(B, 1, H, W), out.object_id.view(B, H, W)
     return img, depth, oid, out.coverage.view(B, 1, H, W)
 
@@ -227,12 +251,13 @@ def _render_fast(frame: Frame, atlas, bg, w0):
     return img, depth, oid, None
 
 
-def _render_eager(frame: Frame, atlas, bg, w0, mipmap: bool, max_chunk: int):
+def _render_eager(frame: Frame, atlas, bg, w0, mipmap: bool, max_chunk: int, buffers: bool):
     """Hard edges, chunked: nearest hit, the winners' :class:`Hits`, then texturing and
-    shading of the foreground samples over the background."""
+    shading of the foreground samples over the background (and, with ``buffers``, the
+    depth image; else None)."""
     B, H, W = frame.B, frame.H, frame.W
     oid, hits = hard_hits(frame, max_chunk, w0=w0)
-    depth = hits.depth_image(B * H * W).view(B, 1, H, W)
+    depth = hits.depth_image(B * H * W).view(B, 1, H, W) if buffers else None
     if hits.pix.numel() == 0:  # a copy: never a view of a pre-rendered layer the caller keeps
         img = bg.permute(0, 2, 1).expand(B, 3, H * W).clone(memory_format=torch.contiguous_format)
         return img.view(B, 3, H, W), depth, oid, None

@@ -48,64 +48,55 @@ class Plan(NamedTuple):
     L: int
 
 
-def make_plan(pid, prim, depth, hit, B: int, P: int, K: int, blocks=()) -> Plan:
+def make_plan(pid, prim, depth, hit, B: int, P: int, K: int, winners: bool = True) -> Plan:
     """The :class:`Plan` of samples at flat pixels ``pid`` (S,) of primitives ``prim`` (S,)
-    with depths ``depth`` (S,) and hits ``hit`` (S,) bool; ``blocks`` optionally lists
-    (primitive, start, stop) runs of samples whose pixels are unique and ascending."""
+    with depths ``depth`` (S,) and hits ``hit`` (S,) bool, each primitive at a pixel at most
+    once. Without ``winners`` the plan's winners are left empty (no hard test)."""
     with torch.no_grad():
         device = pid.device
-        single, q, row_of = _shared_pixels(pid, blocks, B * P)
+        single, q, row_of = _shared_pixels(pid, B * P, K)
         one = single.nonzero().squeeze(1)
         many = (~single).nonzero().squeeze(1)
-        winners = [one[hit.index_select(0, one)]]
+        found = [one[hit.index_select(0, one)]] if winners else [one[:0]]
         q = slot = pid.new_empty(0) if q is None else q
         L = 0
         if many.numel():
             row = row_of(pid.index_select(0, many))
-            slot, L, won = _sorted_slots(row, q.numel(), prim[many], depth[many], hit[many], K)
-            winners.append(many[won])
+            hits = hit[many] if winners else None
+            slot, L, won = _sorted_slots(row, q.numel(), prim[many], depth[many], hits, K)
+            if winners:
+                found.append(many[won])
         pix = torch.cat([pid.index_select(0, one), q])
         base = pix + torch.div(pix, P, rounding_mode="floor") * (2 * P)  # b * 3P + p
         chan = base.unsqueeze(1) + torch.arange(0, 3 * P, P, device=device)
-        return Plan(one, many, slot, q, pix, chan, torch.cat(winners), B, P, L)
+        return Plan(one, many, slot, q, pix, chan, torch.cat(found), B, P, L)
 
 
-def _shared_pixels(pid, blocks, n_pix: int):
+def _shared_pixels(pid, n_pix: int, K: int):
     """Which samples are alone at their pixel (S,) bool, the pixels several share q (N,)
     ascending (None if none), and a function from such pixels to their rows in q.
 
-    Few samples (against pixels) in runs of ascending unique pixels: each run looks up the
-    others (binary search), with no pixel-sized buffers; otherwise a count per pixel."""
-    S = pid.numel()
-    runs = [(a, b) for _, a, b in blocks if b > a]
-    if runs and 4 * S * len(runs) < n_pix and _ascending(pid, runs):
-        shared = torch.zeros(S, dtype=torch.bool, device=pid.device)
-        for a, b in runs:
-            for c, d in runs:
-                if (a, b) != (c, d):
-                    mine, other = pid[a:b], pid[c:d]
-                    pos = torch.searchsorted(other, mine).clamp_(max=d - c - 1)
-                    shared[a:b] |= other.index_select(0, pos) == mine
-        if not bool(shared.any()):
-            return ~shared, None, None
-        q = torch.unique(pid[shared])
-        return ~shared, q, lambda p: torch.searchsorted(q, p)
-    counts = torch.bincount(pid, minlength=n_pix)
-    single = counts.index_select(0, pid) == 1
-    shared = counts > 1
-    rows = shared.cumsum(0) - 1
-    return single, shared.nonzero().squeeze(1), lambda p: rows.index_select(0, p)
-
-
-def _ascending(pid, runs) -> bool:
-    """Whether every run of ``pid`` is strictly ascending."""
-    return all(bool((pid[a + 1 : b] > pid[a : b - 1]).all()) for a, b in runs)
+    A count per pixel in bytes (K primitives, each at a pixel at most once, so counts stay
+    at most K), and a pixel-sized row map written only at q (never cleared, never read
+    elsewhere): a few linear passes over the samples, no sort or search of them all."""
+    count_type = torch.uint8 if K < 256 else torch.int32
+    count = torch.zeros(n_pix, dtype=count_type, device=pid.device)
+    count.index_add_(0, pid, torch.ones((), dtype=count_type, device=pid.device).expand_as(pid))
+    single = count.index_select(0, pid) == 1
+    shared_pid = pid[~single]
+    if shared_pid.numel() == 0:
+        return single, None, None
+    q = torch.unique(shared_pid)
+    rows = torch.empty(n_pix, dtype=torch.long, device=pid.device)
+    rows.index_copy_(0, q, torch.arange(q.numel(), device=pid.device))
+    return single, q, lambda p: rows.index_select(0, p)
 
 
 def _sorted_slots(row, N: int, prim, depth, hit, K: int):
     """Samples of N pixels that hold several, at rows ``row`` (m,) of those pixels: each
     sample's slot ``rank * N + row`` in the (L, N) table sorted by depth (ties in primitive
-    order), L, and the winners (the first hit of each pixel) as indices into the samples."""
+    order), L, and the winners (the first hit of each pixel) as indices into the samples
+    (None when ``hit`` is None)."""
     device = row.device
     at = prim * N + row
     table = torch.full((K * N,), _FAR, dtype=depth.dtype, device=device)
@@ -121,6 +112,8 @@ def _sorted_slots(row, N: int, prim, depth, hit, K: int):
             ranks[j] += (~ahead).to(count)
     rank = ranks.view(-1).index_select(0, at)
     L = int(rank.max()) + 1
+    if hit is None:
+        return rank.long() * N + row, L, None
     # each pixel's nearest hit: the lowest rank among its hits (L: none)
     hit_rows = row[hit]
     first = torch.full((N,), L, dtype=count, device=device)

@@ -66,9 +66,9 @@ class SoftImage(NamedTuple):
     depth: torch.Tensor
 
 
-def _soft(f: Frame, atlas, bg, sigma: float, max_chunk: int, w0) -> SoftImage:
-    """Soft silhouettes, composited front to back over ``bg``, and the hard winner's id and
-    depth from the same samples.
+def _soft(f: Frame, atlas, bg, sigma: float, max_chunk: int, w0, ids: bool = True) -> SoftImage:
+    """Soft silhouettes, composited front to back over ``bg``, and (``ids``; else None) the
+    hard winner's id and depth from the same samples.
 
     Shapes: bg (B|1, H*W, 3); sigma in samples (px); ``w0`` (B|1, H, W): inverse depth (1/m)
     of a pre-rendered layer (``bg``) or None; primitive samples at or behind it get coverage
@@ -85,10 +85,14 @@ def _soft(f: Frame, atlas, bg, sigma: float, max_chunk: int, w0) -> SoftImage:
     if samples is None:  # a copy: never a view of a pre-rendered layer the caller keeps
         image = _channels_first(bg, B)
         zeros = bg.new_zeros(B, P)
+        if not ids:
+            return SoftImage(image, zeros, None, None)
         return SoftImage(image, zeros, torch.full((B * P,), -1, device=bg.device), zeros.view(-1))
     s = samples
-    plan = make_plan(s.pid, s.prim, s.depth.detach(), s.hit, B, P, f.K, s.blocks)
+    plan = make_plan(s.pid, s.prim, s.depth.detach(), s.hit, B, P, f.K, ids)
     image, coverage = composite(samples.alpha, samples.colour, bg, plan)
+    if not ids:
+        return SoftImage(image, coverage, None, None)
     object_id, depth = _winner_images(samples, plan.winners, B * P)
     return SoftImage(image, coverage, object_id, depth)
 

@@ -115,7 +115,7 @@ def render_states(scene: Scene, states, frames_per_call: int = 16, window=None, 
         chunk = [x[start : start + frames_per_call].flatten(0, 1) for x in states.tensors()]
         m = chunk[0].shape[0] // batch
         if batch == 1 and window is None:
-            out = scene._render(physics.State(*chunk), True, False, **kwargs)
+            out = scene._render(physics.State(*chunk), True, True, **kwargs)
         else:
             crop = None
             if window is not None:

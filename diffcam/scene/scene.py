@@ -205,25 +205,26 @@ class Scene:
 
     def _render(self, state, static_cache: bool, want_ids: bool, **kwargs):
         """`diffcam.render_buffers` of the whole scene, over the cached static layer if it
-        applies; the object ids are those of the scene's bodies only when ``want_ids``."""
-        from ..render import render_buffers
+        applies; the object ids are those of the scene's bodies only when ``want_ids``, which
+        otherwise leaves depth, object ids and coverage out (None)."""
+        from ..render.api import draw
 
         kwargs.setdefault("lighting", self.lighting)
         kwargs.setdefault("background", self.background)
         rot, pos = self._poses(state)
         layer = rendering.static_layer(self, rot, pos, kwargs) if static_cache else None
         if layer is None:
-            return render_buffers(self.camera, self.primitives, rot, pos, **kwargs)
+            return draw(self.camera, self.primitives, rot, pos, buffers=want_ids, **kwargs)
         kwargs.pop("background")
         dyn = self._dynamic
-        out = render_buffers(
+        out = draw(
             self.camera, [self.primitives[i] for i in dyn], rot[:, dyn], pos[:, dyn],
-            background=layer.image, background_depth=layer.depth, **kwargs,
+            background=layer.image, background_depth=layer.depth, buffers=want_ids, **kwargs,
         )  # fmt: skip
-        # what the static bodies cover shows behind what the moving ones leave uncovered
-        out = out._replace(coverage=out.coverage + (1.0 - out.coverage) * layer.coverage)
         if not want_ids:
             return out
+        # what the static bodies cover shows behind what the moving ones leave uncovered
+        out = out._replace(coverage=out.coverage + (1.0 - out.coverage) * layer.coverage)
         moving = out.object_id
         ids = torch.tensor(dyn, device=moving.device)[moving.clamp(min=0)]
         return out._replace(object_id=torch.where(moving >= 0, ids, layer.object_id))

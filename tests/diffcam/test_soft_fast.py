@@ -36,19 +36,14 @@ def _samples(B=2, P=12, K=3, seed=0):
     alpha = torch.rand(S, generator=g, dtype=F64)
     alpha[::7], alpha[3::11] = 1.0, 0.0
     colour = torch.rand(S, 3, generator=g, dtype=F64)
-    blocks, start = [], 0
-    for k, pix in enumerate(pids):
-        blocks.append((k, start, start + pix.numel()))
-        start += pix.numel()
-    return pid, prim, depth, hit, alpha, colour, tuple(blocks)
+    return pid, prim, depth, hit, alpha, colour
 
 
 @pytest.mark.parametrize("bg_batch", [1, 2])
-@pytest.mark.parametrize("use_blocks", [True, False])
-def test_composite_matches_reference_values_and_gradients(bg_batch, use_blocks):
+def test_composite_matches_reference_values_and_gradients(bg_batch):
     B, P, K = 2, 12, 3
-    pid, prim, depth, hit, alpha, colour, blocks = _samples(B, P, K)
-    plan = composite_mod.make_plan(pid, prim, depth, hit, B, P, K, blocks if use_blocks else ())
+    pid, prim, depth, hit, alpha, colour = _samples(B, P, K)
+    plan = composite_mod.make_plan(pid, prim, depth, hit, B, P, K)
     assert plan.L == K and plan.many.numel() > 0 and plan.one.numel() > 0
     bg = torch.rand(bg_batch, P, 3, dtype=F64, generator=torch.Generator().manual_seed(1))
     leaves = [x.clone().requires_grad_() for x in (alpha, colour, bg)]
@@ -69,9 +64,9 @@ def test_composite_matches_reference_values_and_gradients(bg_batch, use_blocks):
 
 def test_composite_gradcheck_and_winners():
     B, P, K = 1, 8, 3
-    pid, prim, depth, hit, alpha, colour, blocks = _samples(B, P, K, seed=3)
+    pid, prim, depth, hit, alpha, colour = _samples(B, P, K, seed=3)
     alpha = alpha.clamp(0.05, 0.95)  # finite differences away from the clamps
-    plan = composite_mod.make_plan(pid, prim, depth, hit, B, P, K, blocks)
+    plan = composite_mod.make_plan(pid, prim, depth, hit, B, P, K)
     bg = torch.rand(1, P, 3, dtype=F64)
     leaves = [x.clone().requires_grad_() for x in (alpha, colour, bg)]
     assert torch.autograd.gradcheck(lambda *x: composite_mod._Composite.apply(*x, plan), leaves)
