@@ -85,6 +85,18 @@ def mark_batch_dynamic(world: World, state: State, action: Tensor | None = None)
         torch._dynamo.maybe_mark_dynamic(action, 0)
 
 
+def _world_requires_grad(world: World) -> bool:
+    """Whether any of the world's tensors requires grad (decided once per world object)."""
+    cached = world.__dict__.get("_requires_grad")
+    if cached is None:
+        cached = any(
+            isinstance(v, Tensor) and v.requires_grad
+            for v in (getattr(world, f.name) for f in dataclasses.fields(world))
+        )
+        world.__dict__["_requires_grad"] = cached
+    return cached
+
+
 def compiled_step(dtype: torch.dtype) -> Callable:
     """`step` through torch.compile (Inductor), made once per dtype and reused.
 
@@ -97,7 +109,9 @@ def compiled_step(dtype: torch.dtype) -> Callable:
     `step` stays the reference; the tests check both agree. Each world structure and grad mode
     is a graph of its own: past Dynamo's recompile limit (8 per function) it runs eager, with
     a warning. Worlds in reduced coordinates compile `reduced_step` (a function of its own, so
-    its graphs do not count against the maximal step's limit) with a recomputing backward.
+    its graphs do not count against the maximal step's limit) with a recomputing backward,
+    except when the world's own tensors require grad (system identification): those reduced
+    steps run eager, since Inductor's code got their gradients wrong (torch 2.13).
     """
     key = (dtype,)
     if key not in _COMPILED:
@@ -111,6 +125,11 @@ def compiled_step(dtype: torch.dtype) -> Callable:
         def compiled(world: World, state: State, action: Tensor | None = None) -> State:
             mark_batch_dynamic(world, state, action)
             if world.structure.tree is not None:
+                if torch.is_grad_enabled() and _world_requires_grad(world):
+                    # Inductor's reduced step gave wrong gradients to the world's own tensors
+                    # (masses; torch 2.13) while the state's were right: differentiating
+                    # the model's parameters takes the eager step
+                    return reduced_step(world, state, action)
                 return reduced(world, state, action)
             return maximal(world, state, action)
 
