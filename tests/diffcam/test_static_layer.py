@@ -204,6 +204,26 @@ def test_scene_cache_equals_full_render_pendulum_cart(dtype, kw):
     torch.testing.assert_close(scene.render(state, **kw), full.image, rtol=0, atol=atol)
 
 
+@pytest.mark.parametrize("edge_softness", [0.0, 1.0])
+def test_scene_render_is_the_image_of_render_buffers(edge_softness):
+    """`Scene.render` makes the image alone (no winners' ids and depth, no coverage): the same
+    image as `render_buffers`, bit for bit, with and without the static layer, and the same
+    gradients to the poses."""
+    scene, state = _pendulum_cart(torch.float64)
+    for static_cache in (False, True):
+        images, grads = [], []
+        for draw in (scene.render, lambda s, **kw: scene.render_buffers(s, **kw).image):
+            pos = state.position.detach().requires_grad_()
+            image = draw(state.replace(position=pos), edge_softness=edge_softness,
+                         static_cache=static_cache)  # fmt: skip
+            w = torch.linspace(0, 1, image.numel(), dtype=image.dtype).view_as(image)
+            images.append(image.detach())
+            grads.append(torch.autograd.grad((image * w).sum(), pos)[0])
+        assert torch.equal(images[0], images[1])
+        assert grads[0].abs().sum() > 0
+        torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_scene_cache_gradients_equal_full_render(dtype):
     """Gradients to the moving bodies' poses, to a texture only they wear and to physical
