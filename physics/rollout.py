@@ -85,16 +85,17 @@ def mark_batch_dynamic(world: World, state: State, action: Tensor | None = None)
         torch._dynamo.maybe_mark_dynamic(action, 0)
 
 
+_WORLD_FIELDS = tuple(f.name for f in dataclasses.fields(World))
+
+
 def _world_requires_grad(world: World) -> bool:
-    """Whether any of the world's tensors requires grad (decided once per world object)."""
-    cached = world.__dict__.get("_requires_grad")
-    if cached is None:
-        cached = any(
-            isinstance(v, Tensor) and v.requires_grad
-            for v in (getattr(world, f.name) for f in dataclasses.fields(world))
-        )
-        world.__dict__["_requires_grad"] = cached
-    return cached
+    """Whether any of the world's tensors requires grad (checked on every call: a tensor's
+    flag can be switched in place)."""
+    for name in _WORLD_FIELDS:
+        value = getattr(world, name)
+        if isinstance(value, Tensor) and value.requires_grad:
+            return True
+    return False
 
 
 def compiled_step(dtype: torch.dtype) -> Callable:
