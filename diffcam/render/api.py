@@ -74,9 +74,9 @@ def render(
 ) -> torch.Tensor:
     """Render images (B, 3, H, W). Same arguments as :func:`render_buffers`; the depth,
     object-id and coverage buffers are not made."""
-    return draw(
+    return _draw(
         camera, primitives, rotation, position, background, edge_softness, supersample,
-        lighting, mipmap, max_chunk_elements, backend, background_depth, buffers=False,
+        lighting, mipmap, max_chunk_elements, backend, background_depth, False,
     ).image  # fmt: skip
 
 
@@ -138,28 +138,14 @@ def render_buffers(
     Returns:
         :class:`RenderBuffers` (image, depth, object_id).
     """
-    return draw(
+    return _draw(
         camera, primitives, rotation, position, background, edge_softness, supersample,
-        lighting, mipmap, max_chunk_elements, backend, background_depth, buffers=True,
+        lighting, mipmap, max_chunk_elements, backend, background_depth, True,
     )  # fmt: skip
 
 
-def draw(
-    camera: PinholeCamera,
-    primitives: list[Primitive],
-    rotation: torch.Tensor,
-    position: torch.Tensor,
-    background=None,
-    edge_softness: float = 0.0,
-    supersample: int = 1,
-    lighting: Lighting | None = None,
-    mipmap: bool = False,
-    max_chunk_elements: int = 1 << 23,
-    backend: str = "eager",
-    background_depth: torch.Tensor | None = None,
-    *,
-    buffers: bool = True,
-) -> RenderBuffers:
+def _draw(camera, primitives, rotation, position, background, edge_softness, supersample,
+          lighting, mipmap, max_chunk_elements, backend, background_depth, buffers: bool):  # fmt: skip
     """:func:`render_buffers` (arguments as there); with ``buffers`` False only the image is
     made (depth, object_id and coverage are None), which spares the soft path its winners."""
     if len(primitives) == 0:

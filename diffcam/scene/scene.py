@@ -207,19 +207,24 @@ class Scene:
         """`diffcam.render_buffers` of the whole scene, over the cached static layer if it
         applies; the object ids are those of the scene's bodies only when ``want_ids``, which
         otherwise leaves depth, object ids and coverage out (None)."""
-        from ..render.api import draw
+        from ..render import RenderBuffers, render, render_buffers
+
+        def draw(*args, **kw):  # the image alone (no depth, ids, coverage) unless want_ids
+            if want_ids:
+                return render_buffers(*args, **kw)
+            return RenderBuffers(render(*args, **kw), None, None, None)
 
         kwargs.setdefault("lighting", self.lighting)
         kwargs.setdefault("background", self.background)
         rot, pos = self._poses(state)
         layer = rendering.static_layer(self, rot, pos, kwargs) if static_cache else None
         if layer is None:
-            return draw(self.camera, self.primitives, rot, pos, buffers=want_ids, **kwargs)
+            return draw(self.camera, self.primitives, rot, pos, **kwargs)
         kwargs.pop("background")
         dyn = self._dynamic
         out = draw(
             self.camera, [self.primitives[i] for i in dyn], rot[:, dyn], pos[:, dyn],
-            background=layer.image, background_depth=layer.depth, buffers=want_ids, **kwargs,
+            background=layer.image, background_depth=layer.depth, **kwargs,
         )  # fmt: skip
         if not want_ids:
             return out
