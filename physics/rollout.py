@@ -66,6 +66,9 @@ def _inductor_recomputing_backward(graph, example_inputs):
 _SCALAR_LOOPS = {"cpp.simdlen": 1}
 
 
+_WORLD_FIELDS = tuple(f.name for f in dataclasses.fields(World))
+
+
 def mark_batch_dynamic(world: World, state: State, action: Tensor | None = None) -> None:
     """Mark the batch axis of every batched tensor of a step's inputs dynamic for torch.compile
     (`torch._dynamo.maybe_mark_dynamic`), so that one compiled graph serves every batch size:
@@ -74,9 +77,8 @@ def mark_batch_dynamic(world: World, state: State, action: Tensor | None = None)
     tensors are marked once per world object, the state's and the action's on every call."""
     batch = state.position.shape[0]
     if not world.__dict__.get("_batch_marked", False):
-        for field in dataclasses.fields(world):
-            value = getattr(world, field.name)
-            if isinstance(value, Tensor) and value.dim() and value.shape[0] == batch:
+        for value in _world_tensors(world):
+            if value.dim() and value.shape[0] == batch:
                 torch._dynamo.maybe_mark_dynamic(value, 0)
         world.__dict__["_batch_marked"] = True
     for tensor in state.tensors():
@@ -85,17 +87,18 @@ def mark_batch_dynamic(world: World, state: State, action: Tensor | None = None)
         torch._dynamo.maybe_mark_dynamic(action, 0)
 
 
-_WORLD_FIELDS = tuple(f.name for f in dataclasses.fields(World))
+def _world_tensors(world: World):
+    """The world's tensor fields, one after another."""
+    for name in _WORLD_FIELDS:
+        value = getattr(world, name)
+        if isinstance(value, Tensor):
+            yield value
 
 
 def _world_requires_grad(world: World) -> bool:
     """Whether any of the world's tensors requires grad (checked on every call: a tensor's
     flag can be switched in place)."""
-    for name in _WORLD_FIELDS:
-        value = getattr(world, name)
-        if isinstance(value, Tensor) and value.requires_grad:
-            return True
-    return False
+    return any(t.requires_grad for t in _world_tensors(world))
 
 
 def compiled_step(dtype: torch.dtype) -> Callable:

@@ -295,26 +295,34 @@ def test_redundant_joints_float32_stay_finite():
     ).abs().max() < 1e-3
 
 
+def _cart_pole_five_steps(step, coordinates, actions):
+    """The compiled-step tests' model (B = len(actions)) stepped 5 times by ``step`` from its
+    start, with gradients to the actions and the start velocity: (state, grad actions,
+    grad start velocity). The reduced model has a welded tip and rail stops."""
+    reduced = coordinates == "reduced"
+    world = models.cart_pole(theta0=0.7, batch_size=actions.shape[0], dtype=torch.float32,
+                             coordinates=coordinates, tip_mass=0.05 if reduced else None,
+                             limits=[-1e-3, 4e-4] if reduced else None)  # fmt: skip
+    actions = actions.clone().requires_grad_(True)
+    state = physics.initial_state(world)
+    start_velocity = state.linear_velocity.clone().requires_grad_(True)
+    state = state.replace(linear_velocity=start_velocity)
+    for _ in range(5):
+        state = step(world, state, actions)
+    loss = state.position[..., 0].square().sum() + state.angular_velocity[..., 1].sum()
+    return (state, *torch.autograd.grad(loss, (actions, start_velocity)))
+
+
 @pytest.mark.parametrize("coordinates", ["maximal", "reduced"])
 def test_compiled_step_matches_eager_step(coordinates):
     """Values and gradients. torch.compile takes another path for the joint solve (Gauss-Jordan
     instead of LAPACK), and for reduced worlds a backward that recomputes the forward; the
     reduced model has a welded tip (a fixed joint) as well, and rail stops that two of the
     three carts reach (one each way) within the five steps."""
-    reduced = coordinates == "reduced"
-    world = models.cart_pole(theta0=0.7, batch_size=3, dtype=torch.float32, coordinates=coordinates,
-                             tip_mass=0.05 if reduced else None,
-                             limits=[-1e-3, 4e-4] if reduced else None)  # fmt: skip
+    actions = torch.tensor([[1.0], [-2.0], [0.5]])
     runs = {}
     for name, step in (("eager", physics.step), ("compiled", physics.compiled_step(torch.float32))):
-        actions = torch.tensor([[1.0], [-2.0], [0.5]], requires_grad=True)
-        state = physics.initial_state(world)
-        start_velocity = state.linear_velocity.clone().requires_grad_(True)
-        state = state.replace(linear_velocity=start_velocity)
-        for _ in range(5):
-            state = step(world, state, actions)
-        loss = state.position[..., 0].square().sum() + state.angular_velocity[..., 1].sum()
-        runs[name] = (state, *torch.autograd.grad(loss, (actions, start_velocity)))
+        runs[name] = _cart_pole_five_steps(step, coordinates, actions)
     (eager, *eager_grads), (compiled, *compiled_grads) = runs["eager"], runs["compiled"]
     torch.testing.assert_close(compiled.position, eager.position, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(
@@ -332,20 +340,10 @@ def test_compiled_step_does_not_recompile_for_a_new_batch_size(coordinates):
     more after the first batch size (run after the test above, it compiles nothing at all)."""
     from torch._dynamo.utils import counters
 
-    reduced = coordinates == "reduced"
-
     def run(batch, step):
-        world = models.cart_pole(theta0=0.7, batch_size=batch, dtype=torch.float32,
-                                 coordinates=coordinates, tip_mass=0.05 if reduced else None,
-                                 limits=[-1e-3, 4e-4] if reduced else None)  # fmt: skip
-        actions = torch.linspace(-2.0, 1.0, batch)[:, None].requires_grad_(True)
-        state = physics.initial_state(world)
-        start_velocity = state.linear_velocity.clone().requires_grad_(True)
-        state = state.replace(linear_velocity=start_velocity)
-        for _ in range(5):
-            state = step(world, state, actions)
-        loss = state.position[..., 0].square().sum() + state.angular_velocity[..., 1].sum()
-        return (state.position, *torch.autograd.grad(loss, (actions, start_velocity)))
+        actions = torch.linspace(-2.0, 1.0, batch)[:, None]
+        state, *grads = _cart_pole_five_steps(step, coordinates, actions)
+        return (state.position, *grads)
 
     compiled = physics.compiled_step(torch.float32)
     run(3, compiled)
