@@ -122,11 +122,24 @@ def _sorted_slots(row, N: int, prim, depth, hit, K: int):
     return rank.long() * N + row, L, won
 
 
-def _background_at(bg, pid, P: int):
-    """The background (B|1, P, 3) at flat sample indices ``pid`` (N,) -> (N, 3)."""
+def _background_at(bg, plan: Plan):
+    """The background (B|1, P, 3) at the plan's written pixels -> (n1 + N, 3).
+
+    A pre-rendered layer arrives as a channels-first image seen as (B|1, P, 3) (channel
+    stride P): there one flat gather at the plan's (B, 3, P) indices reads it in place,
+    where a gather of 3-wide rows of that strided view (or of a copy) costs the whole
+    image's size."""
+    P = plan.P
+    first = bg.transpose(1, 2)  # (B|1, 3, P)
+    if first.is_contiguous():
+        if bg.shape[0] == 1:
+            idx = (plan.pix % P).unsqueeze(1) + torch.arange(0, 3 * P, P, device=bg.device)
+        else:
+            idx = plan.chan
+        return first.reshape(-1).index_select(0, idx.view(-1)).view(-1, 3)
     if bg.shape[0] == 1:
-        return bg[0].index_select(0, pid % P)
-    return bg.reshape(-1, 3).index_select(0, pid)
+        return bg[0].index_select(0, plan.pix % P)
+    return bg.reshape(-1, 3).index_select(0, plan.pix)
 
 
 def _channels_first(bg, B: int):
@@ -137,16 +150,18 @@ def _channels_first(bg, B: int):
 
 
 class _Composite(torch.autograd.Function):
-    """image (B, 3, P), coverage (B, P) of samples' coverage ``alpha`` (S,) and colours
-    ``colour`` (S, 3) over ``bg`` (B|1, P, 3), placed by a :class:`Plan`."""
+    """image (B, 3, P), coverage (B, P) (None unless ``with_coverage``) of samples' coverage
+    ``alpha`` (S,) and colours ``colour`` (S, 3) over ``bg`` (B|1, P, 3), placed by a
+    :class:`Plan`."""
 
     @staticmethod
-    def forward(ctx, alpha, colour, bg, plan: Plan):
+    def forward(ctx, alpha, colour, bg, plan: Plan, with_coverage: bool = True):
+        ctx.set_materialize_grads(False)  # no (B, P) zeros for an unused coverage
         B, P, L = plan.B, plan.P, plan.L
         n1 = plan.one.numel()
         a1 = alpha.index_select(0, plan.one).unsqueeze(1)
         c1 = colour.index_select(0, plan.one)
-        bg_at = _background_at(bg, plan.pix, P)
+        bg_at = _background_at(bg, plan)
         bg1, bgq = bg_at[:n1], bg_at[n1:]
         out1 = torch.addcmul(bg1, a1, c1 - bg1)
         N = plan.q.numel()
@@ -163,11 +178,13 @@ class _Composite(torch.autograd.Function):
         image = _channels_first(bg, B)
         image.view(-1).index_copy_(0, plan.chan.view(-1), torch.cat([out1, outq]).view(-1))
         behind = torch.cat([1.0 - a1[:, 0], T[L]])  # what shows of the background
-        coverage = alpha.new_zeros(B * P).index_copy_(0, plan.pix, 1.0 - behind)
+        coverage = None
+        if with_coverage:
+            coverage = alpha.new_zeros(B * P).index_copy_(0, plan.pix, 1.0 - behind).view(B, P)
         ctx.plan = plan
         ctx.bg_shape = bg.shape
         ctx.tensors = (a1, c1, bg1, bgq, A, C, T, behind)
-        return image, coverage.view(B, P)
+        return image, coverage
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -175,8 +192,14 @@ class _Composite(torch.autograd.Function):
         plan = ctx.plan
         a1, c1, bg1, bgq, A, C, T, behind = ctx.tensors
         n1, L = a1.shape[0], plan.L
+        # gradients not materialised: None for an output that no loss used
+        if g_image is None:
+            g_image = A.new_zeros(plan.B, 3, plan.P)
         g_px = g_image.reshape(-1).index_select(0, plan.chan.view(-1)).view(-1, 3)
-        gc_px = g_coverage.reshape(-1).index_select(0, plan.pix)
+        if g_coverage is None:
+            gc_px = A.new_zeros(plan.pix.numel())
+        else:
+            gc_px = g_coverage.reshape(-1).index_select(0, plan.pix)
         g1, gq = g_px[:n1], g_px[n1:]
         g_alpha = g_colour = g_bg = None
         need_a, need_c, need_bg = ctx.needs_input_grad[:3]
@@ -196,7 +219,7 @@ class _Composite(torch.autograd.Function):
             g_bg = (g_image.reshape(plan.B, 3, -1) * shown.view(plan.B, 1, -1)).transpose(1, 2)
             if ctx.bg_shape[0] == 1:
                 g_bg = g_bg.sum(0, keepdim=True)
-        return (g_alpha if need_a else None), (g_colour if need_c else None), g_bg, None
+        return (g_alpha if need_a else None), (g_colour if need_c else None), g_bg, None, None
 
 
 def _sorted_backward(A, C, T, bgq, g, gc):
@@ -223,21 +246,22 @@ def _dot3(a, b):
     return torch.addcmul(torch.addcmul(a[:, 0] * b[:, 0], a[:, 1], b[:, 1]), a[:, 2], b[:, 2])
 
 
-def composite(alpha, colour, bg, plan: Plan):
+def composite(alpha, colour, bg, plan: Plan, with_coverage: bool = True):
     """Front-to-back composite of samples ``alpha`` (S,), ``colour`` (S, 3) over ``bg``
-    (B|1, P, 3) placed by ``plan`` -> image (B, 3, P), coverage (B, P). The hand-written
-    backward, unless forward-mode AD or a functorch transform is active (the reference)."""
+    (B|1, P, 3) placed by ``plan`` -> image (B, 3, P), coverage (B, P) (None unless
+    ``with_coverage``). The hand-written backward, unless forward-mode AD or a functorch
+    transform is active (the reference)."""
     if plain_autograd():
-        return _Composite.apply(alpha, colour, bg, plan)
-    return composite_reference(alpha, colour, bg, plan)
+        return _Composite.apply(alpha, colour, bg, plan, with_coverage)
+    return composite_reference(alpha, colour, bg, plan, with_coverage)
 
 
-def composite_reference(alpha, colour, bg, plan: Plan):
+def composite_reference(alpha, colour, bg, plan: Plan, with_coverage: bool = True):
     """`composite` recorded op by op by autograd (any AD mode)."""
     B, P, L = plan.B, plan.P, plan.L
     n1 = plan.one.numel()
     a1 = alpha.index_select(0, plan.one).unsqueeze(1)
-    bg_at = _background_at(bg, plan.pix, P)
+    bg_at = _background_at(bg, plan)
     out1 = bg_at[:n1] + a1 * (colour.index_select(0, plan.one) - bg_at[:n1])
     N = plan.q.numel()
     A = alpha.new_zeros(L * N).index_copy(0, plan.slot, alpha.index_select(0, plan.many))
@@ -250,5 +274,7 @@ def composite_reference(alpha, colour, bg, plan: Plan):
     behind = torch.cat([1.0 - a1[:, 0], shown])
     flat = _channels_first(bg, B).view(-1)
     image = flat.index_put((plan.chan.view(-1),), torch.cat([out1, outq]).view(-1))
+    if not with_coverage:
+        return image.view(B, 3, P), None
     coverage = alpha.new_zeros(B * P).index_put((plan.pix,), 1.0 - behind)
     return image.view(B, 3, P), coverage.view(B, P)

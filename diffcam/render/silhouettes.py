@@ -58,7 +58,8 @@ class Samples(NamedTuple):
 class SoftImage(NamedTuple):
     """A soft render of B images of P = H*W samples: image (B, 3, P); coverage (B, P) the
     primitives' accumulated opacity; object_id (B*P,) long, the nearest primitive the ray
-    meets (-1: none); depth (B*P,) its camera-z depth (m, tracked; 0 where none)."""
+    meets (-1: none); depth (B*P,) its camera-z depth (m, tracked; 0 where none). For the
+    image alone, coverage, object_id and depth are None."""
 
     image: torch.Tensor
     coverage: torch.Tensor
@@ -84,15 +85,15 @@ def _soft(f: Frame, atlas, bg, sigma: float, max_chunk: int, w0, ids: bool = Tru
     samples = _soft_samples(f, atlas, sigma, margin, max_chunk, w0)
     if samples is None:  # a copy: never a view of a pre-rendered layer the caller keeps
         image = _channels_first(bg, B)
-        zeros = bg.new_zeros(B, P)
         if not ids:
-            return SoftImage(image, zeros, None, None)
+            return SoftImage(image, None, None, None)
+        zeros = bg.new_zeros(B, P)
         return SoftImage(image, zeros, torch.full((B * P,), -1, device=bg.device), zeros.view(-1))
     s = samples
     plan = make_plan(s.pid, s.prim, s.depth.detach(), s.hit, B, P, f.K, ids)
-    image, coverage = composite(samples.alpha, samples.colour, bg, plan)
+    image, coverage = composite(samples.alpha, samples.colour, bg, plan, with_coverage=ids)
     if not ids:
-        return SoftImage(image, coverage, None, None)
+        return SoftImage(image, None, None, None)
     object_id, depth = _winner_images(samples, plan.winners, B * P)
     return SoftImage(image, coverage, object_id, depth)
 

@@ -39,13 +39,23 @@ def _samples(B=2, P=12, K=3, seed=0):
     return pid, prim, depth, hit, alpha, colour
 
 
+def _background(bg_batch, P, layout):
+    """A (bg_batch, P, 3) background: rows of 3 colours, or (as a pre-rendered layer
+    arrives) a channels-first image seen through a transpose."""
+    g = torch.Generator().manual_seed(1)
+    if layout == "rows":
+        return torch.rand(bg_batch, P, 3, dtype=F64, generator=g)
+    return torch.rand(bg_batch, 3, P, dtype=F64, generator=g).transpose(1, 2)
+
+
+@pytest.mark.parametrize("layout", ["rows", "channels_first"])
 @pytest.mark.parametrize("bg_batch", [1, 2])
-def test_composite_matches_reference_values_and_gradients(bg_batch):
+def test_composite_matches_reference_values_and_gradients(bg_batch, layout):
     B, P, K = 2, 12, 3
     pid, prim, depth, hit, alpha, colour = _samples(B, P, K)
     plan = composite_mod.make_plan(pid, prim, depth, hit, B, P, K)
     assert plan.L == K and plan.many.numel() > 0 and plan.one.numel() > 0
-    bg = torch.rand(bg_batch, P, 3, dtype=F64, generator=torch.Generator().manual_seed(1))
+    bg = _background(bg_batch, P, layout)
     leaves = [x.clone().requires_grad_() for x in (alpha, colour, bg)]
     fast = composite_mod._Composite.apply(*leaves, plan)
     ref = composite_mod.composite_reference(*leaves, plan)
@@ -59,6 +69,33 @@ def test_composite_matches_reference_values_and_gradients(bg_batch):
     for a, b in zip(fast, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     for a, b in zip(g_fast, g_ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_composite_image_alone_is_the_image_of_the_full_composite(fast):
+    """``with_coverage=False`` returns None for the coverage and the same image and
+    gradients as the full composite whose coverage no loss uses."""
+    B, P, K = 2, 12, 3
+    pid, prim, depth, hit, alpha, colour = _samples(B, P, K, seed=5)
+    plan = composite_mod.make_plan(pid, prim, depth, hit, B, P, K, winners=False)
+    leaves = [x.clone().requires_grad_() for x in (alpha, colour, _background(1, P, "rows"))]
+    fn = composite_mod._Composite.apply if fast else composite_mod.composite_reference
+    image, coverage = fn(*leaves, plan, False)
+    full, full_coverage = fn(*leaves, plan, True)
+    assert coverage is None and full_coverage is not None
+    weight = torch.randn(image.shape, dtype=F64)
+    grads = torch.autograd.grad((weight * image).sum(), leaves)
+    full_grads = torch.autograd.grad((weight * full).sum(), leaves)
+    torch.testing.assert_close(image, full, rtol=0, atol=0)
+    for a, b in zip(grads, full_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    # a loss of the coverage alone (no image gradient reaches the node)
+    weight = torch.randn(full_coverage.shape, dtype=F64)
+    ref_coverage = composite_mod.composite_reference(*leaves, plan, True)[1]
+    grads = torch.autograd.grad((weight * fn(*leaves, plan, True)[1]).sum(), leaves[:1])
+    ref_grads = torch.autograd.grad((weight * ref_coverage).sum(), leaves[:1])
+    for a, b in zip(grads, ref_grads, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
