@@ -14,6 +14,7 @@ import torch
 
 from ..autodiff import plain_autograd
 from ..textures import _bilerp, _quad_coords
+from .composite import _dot3
 
 
 class _QuadSample(torch.autograd.Function):
@@ -95,7 +96,12 @@ class _QuadSampleBlocks(torch.autograd.Function):
     times a shading factor ``shade`` (S,) (or None): the samples come in blocks (start, stop,
     offset, width, height, repeat), each in one texture. One autograd node for all of them,
     so the backward adds every block's texture gradient into one (N, 12) table (per-texture
-    calls would each zero-fill and add a whole table), a cache-sized chunk at a time."""
+    calls would each zero-fill and add a whole table), a cache-sized chunk at a time.
+
+    When (u, v) or the shading need gradients, the forward keeps each sample's unshaded
+    colour's derivatives along the two bilinear fractions and the colour itself (the
+    corner differences it forms anyway), so that the backward is three row products with
+    the incoming gradient instead of a second gather of the corners."""
 
     @staticmethod
     def forward(ctx, quad, u, v, shade, blocks):
@@ -103,46 +109,50 @@ class _QuadSampleBlocks(torch.autograd.Function):
         col = quad.new_empty(S, 3)
         row = torch.empty(S, dtype=torch.long, device=u.device)
         ax, ay, sx, sy = (u.new_empty(S) for _ in range(4))
+        need_uvs = any(ctx.needs_input_grad[1:4])
+        # d colour / d ax, d colour / d ay and the unshaded colour, each (S, 3)
+        jac = quad.new_empty(3, S, 3) if need_uvs else None
         for start, stop, *meta in blocks:
             for c0 in range(start, stop, _CHUNK):
                 sl = slice(c0, min(stop, c0 + _CHUNK))
                 r, ax[sl], ay[sl], sx[sl], sy[sl] = _quad_coords(u[sl], v[sl], *meta)
                 row[sl] = r
-                col[sl] = _bilerp(quad.index_select(0, r), ax[sl], ay[sl])[0]
+                q = quad.index_select(0, r)
+                c00, c01, c10, c11 = q[:, 0:3], q[:, 3:6], q[:, 6:9], q[:, 9:12]
+                axe, aye = ax[sl].unsqueeze(1), ay[sl].unsqueeze(1)
+                e_top, e_bot = c01 - c00, c11 - c10
+                top = torch.addcmul(c00, e_top, axe)
+                top_to_bot = torch.addcmul(c10, e_bot, axe).sub_(top)
+                torch.addcmul(top, top_to_bot, aye, out=col[sl])
+                if jac is not None:
+                    torch.lerp(e_top, e_bot, aye, out=jac[0, sl])
+                    jac[1, sl] = top_to_bot
+                    jac[2, sl] = col[sl]
         if shade is not None:
             col.mul_(shade.unsqueeze(1))
-        ctx.save_for_backward(quad, row, ax, ay, sx, sy, shade)
+        ctx.save_for_backward(quad, row, ax, ay, sx, sy, shade, jac)
         return col
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g):
-        quad, row, ax, ay, sx, sy, shade = ctx.saved_tensors
+        quad, row, ax, ay, sx, sy, shade, jac = ctx.saved_tensors
         need_q, need_u, need_v, need_s = ctx.needs_input_grad[:4]
         S = row.shape[0]
-        g_quad = quad.new_zeros(quad.shape) if need_q else None
-        g_u, g_v, g_s = (g.new_empty(S) if need else None for need in (need_u, need_v, need_s))
-        for c0 in range(0, S, _CHUNK):
-            sl = slice(c0, min(S, c0 + _CHUNK))
-            gc, a, b = g[sl], ax[sl], ay[sl]
-            s = None if shade is None else shade[sl]
-            if need_q:
-                gq = gc if s is None else gc * s.unsqueeze(1)
-                g_quad.index_add_(0, row[sl], _QuadSample._weights(gq, a, b))
-            if need_u or need_v or need_s:
-                # g . corner colour, per corner (n, 4), as a batched matrix product (a sum
-                # over a last axis of 3 is slow on CPU): the slopes' and the unshaded
-                # colour's products with g without forming them
-                q = quad.index_select(0, row[sl]).view(-1, 4, 3)
-                g00, g01, g10, g11 = torch.bmm(q, gc.unsqueeze(2)).squeeze(2).unbind(1)
-                top, bot = torch.lerp(g00, g01, a), torch.lerp(g10, g11, a)
-                if need_s:
-                    torch.lerp(top, bot, b, out=g_s[sl])
-                scale = (sx[sl], sy[sl]) if s is None else (sx[sl] * s, sy[sl] * s)
-                if need_u:
-                    torch.mul(torch.lerp(g01 - g00, g11 - g10, b), scale[0], out=g_u[sl])
-                if need_v:
-                    torch.mul(bot - top, scale[1], out=g_v[sl])
+        g_quad = g_u = g_v = g_s = None
+        if need_q:
+            g_quad = quad.new_zeros(quad.shape)
+            for c0 in range(0, S, _CHUNK):
+                sl = slice(c0, min(S, c0 + _CHUNK))
+                gq = g[sl] if shade is None else g[sl] * shade[sl].unsqueeze(1)
+                g_quad.index_add_(0, row[sl], _QuadSample._weights(gq, ax[sl], ay[sl]))
+        if need_u or need_v or need_s:
+            g_ax, g_ay, g_col = (_dot3(j, g) for j in jac)  # g . each (S, 3) row
+            if shade is not None:
+                g_ax, g_ay = g_ax * shade, g_ay * shade
+            g_u = g_ax * sx if need_u else None
+            g_v = g_ay * sy if need_v else None
+            g_s = g_col if need_s else None
         return g_quad, g_u, g_v, g_s, None
 
 
