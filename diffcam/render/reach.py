@@ -19,8 +19,9 @@ from typing import NamedTuple
 
 import torch
 
-from ..primitives import BOX, CYLINDER, PLANE, RECT, silhouette_distance, silhouette_lines
+from ..primitives import BOX, CYLINDER, PLANE, RECT, silhouette_lines
 from .frame import Frame
+from .soft_geometry import columns, local_rays, soft_geometry
 
 
 class PixelList(NamedTuple):
@@ -68,31 +69,14 @@ def kept_pixels(f: Frame, k: int, cand: PixelList, margin: float, max_chunk: int
     with torch.no_grad():
         for b0 in range(0, B, nb):
             b1 = min(B, b0 + nb)
-            o, h, A, fx, fy, fm = _distance_args(f, k, b0, b1)
-            d = ray_dirs(A[:, 0], f.dxp[b0:b1], f.dyp[b0:b1], cand.pix[b0:b1], f.W)
-            sd, _, _ = silhouette_distance(f.codes[k], o, d, h, A, fx, fy, fm, distance_only=True)
-            keeps.append(sd[:, 0] > -margin)
+            A = f.A[b0:b1, k]
+            d = local_rays(A, f.dxp[b0:b1], f.dyp[b0:b1], cand.pix[b0:b1], f.W)
+            o, h = columns(f.o[b0:b1, k]), columns(f.h[b0:b1, k])
+            fx, fy = f.fx[b0:b1, None], f.fy[b0:b1, None]
+            g = soft_geometry(f.codes[k], o, d, h, A, fx, fy, distance_only=True)
+            keeps.append(g.sd > -margin)
         keep = torch.cat(keeps) & cand.valid
     return _compact(keep, cand.pix)
-
-
-def ray_dirs(A, dxp, dyp, pix, W: int):
-    """Local ray directions (nb, 1, n, 3) through pixels ``pix`` (nb, n) (flat in-image
-    indices) from A (nb, 3, 3) and the ray slopes dxp (nb, W), dyp (nb, H); the arithmetic of
-    ``_local_dirs``, on a list of pixels instead of a grid."""
-    rows = pix // W
-    dx = dxp.gather(1, pix - rows * W)
-    dy = dyp.gather(1, rows)
-    comps = [A[:, i, 0:1] * dx + (A[:, i, 1:2] * dy + A[:, i, 2:3]) for i in range(3)]
-    return torch.stack(comps, -1).unsqueeze(1)
-
-
-def _distance_args(f: Frame, k: int, b0: int, b1: int):
-    """Primitive k's arguments of ``silhouette_distance`` for images b0:b1, the ray directions
-    aside: o, h (nb, 1, 3), A (nb, 1, 3, 3), fx, fy, f_mean (nb, 1)."""
-    fx, fy = f.fx[b0:b1].unsqueeze(1), f.fy[b0:b1].unsqueeze(1)
-    kk = slice(k, k + 1)
-    return f.o[b0:b1, kk], f.h[b0:b1, kk], f.A[b0:b1, kk], fx, fy, 0.5 * (fx + fy)
 
 
 def _compact(keep, pix) -> PixelList | None:

@@ -16,13 +16,11 @@ from typing import NamedTuple
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from ..primitives import PLANE, RECT, surface_uv
 from .composite import _channels_first, composite, make_plan
-from .edges import silhouette_distance
 from .frame import Frame
-from .reach import candidates, kept_pixels, ray_dirs
+from .reach import candidates, kept_pixels
 from .sampling import sample_quad_blocks
-from .shading import shade_at
+from .soft_geometry import columns, local_rays, shading, soft_geometry, texture_coords
 
 # Soft coverage sigmoid(sd / sigma) is treated as exactly 0 where sd <= -_SOFT_TAIL * sigma.
 # float32: sigmoid(-9.21) = 1.0e-4, the cut-off of PyTorch3D's soft rasteriser: it changes a
@@ -185,27 +183,23 @@ def _piece(f: Frame, k: int, b0: int, b1: int, pix, sigma, A, o, h, dxp, dyp, fx
     when unlit), each (nb, n), of primitive k at pixels ``pix`` (nb, n) of images b0:b1, and
     whether the ray meets it there, in front of the layer (nb, n) bool. The tensors it
     differentiates come as arguments (for ``checkpoint``)."""
-    code, W = f.codes[k], f.W
-    kk = slice(k, k + 1)
-    d = ray_dirs(A[b0:b1, k], dxp[b0:b1], dyp[b0:b1], pix, W)
-    ok, hk_, Ak = o[b0:b1, kk], h[b0:b1, kk], A[b0:b1, kk]
-    fx1, fy1 = fx[b0:b1].unsqueeze(1), fy[b0:b1].unsqueeze(1)
-    sd, depth, pt, hit = silhouette_distance(code, ok, d, hk_, Ak, fx1, fy1, 0.5 * (fx1 + fy1))
-    hg = hk_.unsqueeze(2)
-    u, v = surface_uv(code, pt, hg)
+    code = f.codes[k]
+    Ak = A[b0:b1, k]
+    d = local_rays(Ak, dxp[b0:b1], dyp[b0:b1], pix, f.W)
+    hk = columns(h[b0:b1, k])
+    g = soft_geometry(code, columns(o[b0:b1, k]), d, hk, Ak, fx[b0:b1, None], fy[b0:b1, None])
+    u, v = texture_coords(code, g.point, hk)
     su, sv = f.repeats[k]  # plain numbers: a scale of 1 is skipped
     u, v = (u if su == 1.0 else u * su), (v if sv == 1.0 else v * sv)
     light = f.light
+    shade = None
     if light is not None:
-        l_k = light.direction[b0:b1, kk].unsqueeze(2)
-        planar = code in (PLANE, RECT)
-        shade = shade_at(code, pt, d, hg, l_k, light.ambient, light.intensity, planar)
-    else:
-        shade = None
-    alpha = torch.sigmoid(sd / sigma)
+        l_k = columns(light.direction[b0:b1, k])
+        shade = shading(code, g.point, d, hk, l_k, light.ambient, light.intensity)
+    alpha = torch.sigmoid(g.sd / sigma)
+    hit = g.hit
     if w0c is not None:  # depth * w0 < 1 <=> nearer than the layer (0 where it is empty)
-        front = depth * w0c.unsqueeze(1) < 1
+        front = g.depth * w0c < 1
         alpha = torch.where(front, alpha, 0.0)
         hit = hit & front
-    # squeeze, not [:, 0]: a view whose backward allocates nothing
-    return tuple(None if x is None else x.squeeze(1) for x in (alpha, depth, u, v, shade, hit))
+    return alpha, g.depth, u, v, shade, hit

@@ -1,0 +1,326 @@
+"""Soft samples' geometry by components: silhouette distance, depth, hit, surface point,
+texture coordinates and shading of one primitive at a list of pixels per image.
+
+The same arithmetic as ``primitives.silhouette_distance(..., with_hit=True)``,
+``primitives.surface_uv`` and ``shading.shade_at`` (tests/diffcam/test_soft_geometry.py holds
+them to those in float64, values and gradients), written on separate x, y, z tensors of shape
+(nb, n) instead of (nb, 1, n, 3) vectors: a dot product is then five plain element-wise ops
+instead of a product and a sum over a last axis of 3, and their backward passes allocate no
+(n, 3) buffers and no stacks. Per-image quantities (the camera centre ``o`` and the half sizes
+``h`` in the primitive's frame, focal lengths) are (nb, 1) columns that broadcast.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+
+from .. import primitives as prim
+from .._safe import safe_atan2, safe_div, safe_sqrt, tiny
+from ..autodiff import plain_autograd
+from ..primitives import BOX, CAPSULE, CYLINDER, PLANE, RECT, SPHERE
+from .edges import edge_distance
+
+_BIG = prim._BIG
+
+
+class Vec(NamedTuple):
+    """A 3-vector by components, each (nb, n) or a broadcastable (nb, 1) column."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    z: torch.Tensor
+
+    def dot(self, other: Vec) -> torch.Tensor:
+        return self.x * other.x + self.y * other.y + self.z * other.z
+
+    def stacked(self) -> torch.Tensor:
+        """(nb, 1, n, 3), the layout of ``primitives``' per-pixel vectors."""
+        return torch.stack(torch.broadcast_tensors(self.x, self.y, self.z), -1).unsqueeze(1)
+
+
+def columns(t: torch.Tensor) -> Vec:
+    """A (nb, 3) tensor as a :class:`Vec` of (nb, 1) columns."""
+    return Vec(t[:, 0:1], t[:, 1:2], t[:, 2:3])
+
+
+class SoftGeometry(NamedTuple):
+    """Per sample (nb, n): signed silhouette distance ``sd`` (px, > 0 inside); ``depth`` (m)
+    of the hit, else of the ray's closest approach (``_BIG`` behind); ``point`` the local
+    point that colours the sample (:class:`Vec`); ``hit`` bool, whether the ray meets the
+    surface. With ``distance_only`` only ``sd`` is set."""
+
+    sd: torch.Tensor
+    depth: torch.Tensor | None = None
+    point: Vec | None = None
+    hit: torch.Tensor | None = None
+
+
+def local_rays(A, dxp, dyp, pix, W: int) -> Vec:
+    """Local ray directions (camera-frame z = 1, so t = depth) through pixels ``pix``
+    (nb, n) (flat in-image indices ``row * W + col``) from the local_from_camera rotation
+    A (nb, 3, 3) and the camera ray slopes dxp (nb, W), dyp (nb, H)."""
+    rows = pix // W
+    sx = dxp.gather(1, pix - rows * W)
+    sy = dyp.gather(1, rows)
+    comps = [A[:, i, 0:1] * sx + (A[:, i, 1:2] * sy + A[:, i, 2:3]) for i in range(3)]
+    return Vec(*comps)
+
+
+def soft_geometry(code: int, o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only=False):
+    """:class:`SoftGeometry` of primitive kind ``code`` seen from local camera centre ``o``
+    along local rays ``d``; half sizes ``h`` (columns (nb, 1)); A (nb, 3, 3) the
+    local_from_camera rotation; fx, fy (nb, 1) focal lengths (px)."""
+    fm = 0.5 * (fx + fy)
+    if code in (PLANE, RECT):
+        return _planar(code, o, d, h, A, fx, fy, distance_only)
+    if code == BOX:
+        return _box(o, d, h, A, fx, fy, distance_only)
+    if code == SPHERE:
+        return _sphere(o, d, h, fm, distance_only)
+    return _cylinder_capsule(code, o, d, h, fm, distance_only)
+
+
+def _eps(t: torch.Tensor) -> float:
+    return prim._eps_t(t)
+
+
+def _edges_sd(code, o: Vec, d: Vec, h: Vec, A, fx, fy):
+    """Rectangles' and boxes' distance to their silhouette edges' image lines: the fused
+    ``edges.edge_distance`` node (the reference under forward-mode AD)."""
+    o3 = torch.cat([o.x, o.y, o.z], -1).unsqueeze(1)  # (nb, 1, 3)
+    h3 = torch.cat([h.x, h.y, h.z], -1).unsqueeze(1)
+    starts, dirs, active = (prim._rect_edges if code == RECT else prim._box_edges)(o3, h3)
+    Ak, fx1, fy1 = A.unsqueeze(1), fx, fy
+    if plain_autograd():
+        sd = edge_distance(o3, d.stacked(), starts, dirs, active, Ak, fx1, fy1)
+    else:
+        zero = torch.zeros_like(o3)
+        sd = prim._edge_planes_sd(o3, d.stacked(), starts, dirs, zero, active, Ak, fx1, fy1)
+    return sd[:, 0]
+
+
+def _planar(code, o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only):
+    if code == PLANE:
+        gx, gy = A[:, 2, 0:1] / fx, A[:, 2, 1:2] / fy  # the local z axis in the camera frame
+        norm = safe_sqrt(gx * gx + gy * gy)
+        norm = torch.where(norm > 0, norm, 1.0)
+        sd = -torch.sign(o.z) * d.z / norm
+    else:
+        sd = _edges_sd(code, o, d, h, A, fx, fy)
+    if distance_only:
+        return SoftGeometry(sd)
+    eps = _eps(d.z)
+    t = safe_div(-o.z, d.z)
+    front = t > eps
+    depth = torch.where(front, t, _BIG)
+    t0 = torch.where(front, t, 0.0)
+    point = Vec(o.x + t0 * d.x, o.y + t0 * d.y, o.z + t0 * d.z)
+    hit = front & (d.z.abs() > tiny(d.z))
+    if code == RECT:
+        hit = hit & ((o.x + t * d.x).abs() <= h.x) & ((o.y + t * d.y).abs() <= h.y)
+    return SoftGeometry(sd, depth, point, hit)
+
+
+def _closest_approach_depth(o: Vec, d: Vec):
+    """Ray parameter (depth) of the ray's closest approach to the local origin."""
+    return safe_div(-o.dot(d), d.dot(d))
+
+
+def _box(o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only):
+    sd = _edges_sd(BOX, o, d, h, A, fx, fy)
+    if distance_only:
+        return SoftGeometry(sd)
+    eps = _eps(d.z)
+    near = far = None
+    for oi, di, hi in zip(o, d, h, strict=True):  # the slabs
+        inv = safe_div(torch.ones_like(di), di)
+        ta, tb = (-hi - oi) * inv, (hi - oi) * inv
+        lo, hi_ = torch.minimum(ta, tb), torch.maximum(ta, tb)
+        near = lo if near is None else torch.maximum(near, lo)
+        far = hi_ if far is None else torch.minimum(far, hi_)
+    hit = (far >= near) & (far > eps)
+    t_hit = torch.where(hit, torch.where(near > eps, near, far), 1.0)
+    tc = _closest_approach_depth(o, d)
+    depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, _BIG))
+    t = torch.where(hit, t_hit, tc.clamp(min=0))
+    return SoftGeometry(sd, depth, Vec(o.x + t * d.x, o.y + t * d.y, o.z + t * d.z), hit)
+
+
+def _nearest_root(a, b, c, eps):
+    """Nearest root t > eps of a t^2 + 2 b t + c = 0 (a > 0) -> (t, valid)."""
+    disc = b * b - a * c
+    sq = safe_sqrt(disc)
+    big_a = a > tiny(a)
+    a_s = torch.where(big_a, a, 1.0)
+    t0, t1 = (-b - sq) / a_s, (-b + sq) / a_s
+    t = torch.where(t0 > eps, t0, t1)
+    return t, (disc > 0) & big_a & (t > eps)
+
+
+def _sphere(o: Vec, d: Vec, h: Vec, fm, distance_only):
+    r = h.x
+    eps = _eps(d.z)
+    dd, od = d.dot(d), o.dot(d)
+    tc = safe_div(-od, dd)
+    q = Vec(o.x + tc * d.x, o.y + tc * d.y, o.z + tc * d.z)
+    front = tc > eps
+    tc_s = torch.where(front, tc, 1.0)
+    sd = torch.where(front, (r - safe_sqrt(q.dot(q))) * fm / tc_s, -_BIG)
+    if distance_only:
+        return SoftGeometry(sd)
+    t, hit = _nearest_root(dd, od, o.dot(o) - r * r, eps)
+    t_hit = torch.where(hit, t, 1.0)
+    depth = torch.where(hit, t_hit, torch.where(front, tc, _BIG))
+    point = Vec(
+        *(torch.where(hit, oi + t_hit * di, qi) for oi, di, qi in zip(o, d, q, strict=True))
+    )
+    return SoftGeometry(sd, depth, point, hit)
+
+
+def _cylinder_capsule(code, o: Vec, d: Vec, h: Vec, fm, distance_only):
+    """Closest approach between the ray and the axis (local z) line or segment."""
+    r, hl = h.x, h.y
+    eps = _eps(d.z)
+    rho2 = d.x * d.x + d.y * d.y  # |d|^2 - d_z^2
+    a = rho2 + d.z * d.z
+    od = o.dot(d)
+    z_line = safe_div(a * o.z - d.z * od, rho2)
+    z_seg = torch.minimum(torch.maximum(z_line, -hl), hl) if code == CAPSULE else z_line
+    t_seg = safe_div(z_seg * d.z - od, a)
+    q = Vec(o.x + t_seg * d.x, o.y + t_seg * d.y, o.z + t_seg * d.z)
+    qz = q.z - z_seg
+    dist = safe_sqrt(q.x * q.x + q.y * q.y + qz * qz)
+    front = t_seg > eps
+    t_s = torch.where(front, t_seg, 1.0)
+    sd = torch.where(front, (r - dist) * fm / t_s, -_BIG)
+    if code == CYLINDER:
+        sd = torch.minimum(sd, torch.where(front, (hl - z_line.abs()) * fm / t_s, -_BIG))
+        for zc in (hl, -hl):
+            tcap = safe_div(zc - o.z, d.z)
+            ok = (tcap > eps) & (d.z.abs() > tiny(d.z))
+            tcap_s = torch.where(ok, tcap, 1.0)
+            px, py = o.x + tcap_s * d.x, o.y + tcap_s * d.y
+            sd_cap = torch.where(ok, (r - safe_sqrt(px * px + py * py)) * fm / tcap_s, -_BIG)
+            sd = torch.maximum(sd, sd_cap)
+    if distance_only:
+        return SoftGeometry(sd)
+    t_hit, hit = _cylinder_capsule_hit(code, o, d, r, hl, rho2, a, od, eps)
+    depth = torch.where(hit, t_hit, torch.where(front, t_seg, _BIG))
+    point = Vec(
+        *(torch.where(hit, oi + t_hit * di, qi) for oi, di, qi in zip(o, d, q, strict=True))
+    )
+    return SoftGeometry(sd, depth, point, hit)
+
+
+def _cylinder_capsule_hit(code, o: Vec, d: Vec, r, hl, rho2, a, od, eps):
+    """``primitives.intersect`` of a cylinder or capsule: the nearest valid candidate among
+    the side's two roots and the caps (discs, or the end spheres)."""
+    b = o.x * d.x + o.y * d.y
+    orho2 = o.x * o.x + o.y * o.y
+    disc = b * b - rho2 * (orho2 - r * r)
+    sq = safe_sqrt(disc)
+    big_a = rho2 > tiny(rho2)
+    a_s = torch.where(big_a, rho2, 1.0)
+    ok = (disc > 0) & big_a
+    cands, valids = [], []
+    for s in ((-b - sq) / a_s, (-b + sq) / a_s):
+        cands.append(s)
+        valids.append(ok & (s > eps) & ((o.z + s * d.z).abs() <= hl))
+    for zc in (hl, -hl):
+        if code == CYLINDER:
+            tc = safe_div(zc - o.z, d.z)
+            px, py = o.x + tc * d.x, o.y + tc * d.y
+            cands.append(tc)
+            valids.append((tc > eps) & (px * px + py * py <= r * r) & (d.z.abs() > tiny(d.z)))
+        else:
+            ocz = o.z - zc
+            t, valid = _nearest_root(a, od - zc * d.z, orho2 + ocz * ocz - r * r, eps)
+            cands.append(t)
+            valids.append(valid)
+    best = None
+    for c, v in zip(cands, valids, strict=True):
+        c = torch.where(v, c, _BIG)
+        best = c if best is None else torch.minimum(best, c)
+    hit = best < 0.5 * _BIG
+    return torch.where(hit, best, 1.0), hit
+
+
+# ---------------------------------------------------------------------------- (u, v), shading
+def _lon(x, y):
+    """``primitives._lon``: longitude in [0, 1], 1/2 at body -y, growing towards +x."""
+    return 0.5 + safe_atan2(x, -y) / (2.0 * math.pi)
+
+
+def _clamp(x, lim):
+    return torch.minimum(torch.maximum(x, -lim), lim)
+
+
+def _box_face(p: Vec, h: Vec):
+    """``primitives._box_face``: the face axis (0, 1, 2) a point is on, as two bool masks
+    (on the x face, on the y face; else z)."""
+    rx, ry, rz = (pi.abs() / torch.where(hi > 0, hi, 1.0) for pi, hi in zip(p, h, strict=True))
+    on_x = (rx >= ry) & (rx >= rz)
+    return on_x, ~on_x & (ry >= rz)
+
+
+def texture_coords(code: int, p: Vec, h: Vec):
+    """``primitives.surface_uv`` (u, v), each (nb, n), of local points ``p``."""
+    if code == PLANE:
+        return p.x, p.y
+    if code == RECT:
+        return _clamp(p.x, h.x) / (2 * h.x) + 0.5, _clamp(p.y, h.y) / (2 * h.y) + 0.5
+    if code == SPHERE:
+        rho = safe_sqrt(p.x * p.x + p.y * p.y)
+        return _lon(p.x, p.y), 0.5 + safe_atan2(p.z, rho) / math.pi
+    if code == BOX:
+        sx, sy, sz = (_clamp(pi, hi) / (2 * hi) for pi, hi in zip(p, h, strict=True))
+        on_x, on_y = _box_face(p, h)
+        pos = torch.where(on_x, p.x, torch.where(on_y, p.y, p.z)) >= 0
+        u_x = torch.where(pos, sy, -sy)
+        u_y = torch.where(pos, -sx, sx)
+        u_z = torch.where(pos, sx, -sx)
+        u = torch.where(on_x, u_x, torch.where(on_y, u_y, u_z)) + 0.5
+        return u, torch.where(on_x | on_y, sz, sy) + 0.5
+    r, hl = h.x, h.y
+    if code == CYLINDER:
+        rho = safe_sqrt(p.x * p.x + p.y * p.y)
+        cap = p.z.abs() * r > rho * hl
+        u_cap = torch.where(p.z >= 0, p.x, -p.x) / (2 * r) + 0.5
+        v_cap = p.y / (2 * r) + 0.5
+        v_side = _clamp(p.z, hl) / (2 * hl) + 0.5
+        return torch.where(cap, u_cap, _lon(p.x, p.y)), torch.where(cap, v_cap, v_side)
+    return _lon(p.x, p.y), (_clamp(p.z, hl + r) + hl + r) / (2 * hl + 2 * r)
+
+
+def _normal(code: int, p: Vec, h: Vec) -> Vec:
+    """An outward normal (not normalised) at local surface points ``p``."""
+    if code == SPHERE:
+        return p
+    if code == BOX:
+        on_x, on_y = _box_face(p, h)
+        on_z = ~(on_x | on_y)
+        return Vec(*(torch.where(on, torch.where(pi >= 0, 1.0, -1.0), 0.0).to(p.x.dtype)
+                     for on, pi in zip((on_x, on_y, on_z), p, strict=True)))  # fmt: skip
+    r, hl = h.x, h.y
+    if code == CYLINDER:
+        rho = safe_sqrt(p.x * p.x + p.y * p.y)
+        cap = p.z.abs() * r > rho * hl
+        n_z = torch.where(cap, torch.where(p.z >= 0, 1.0, -1.0), 0.0).to(p.x.dtype)
+        return Vec(torch.where(cap, 0.0, p.x), torch.where(cap, 0.0, p.y), n_z)
+    return Vec(p.x, p.y, p.z - _clamp(p.z, hl))
+
+
+def shading(code: int, p: Vec, d: Vec, h: Vec, light: Vec, ambient, intensity):
+    """``shading.shade_at`` of soft samples: Lambert shading (nb, n) at local points ``p``
+    with the light direction ``light`` (unit, columns (nb, 1)); planar kinds are two-sided
+    (the normal faces the camera), closed solids keep the outward normal."""
+    if code in (PLANE, RECT):
+        cos = torch.where(d.z > 0, -light.z, light.z).expand_as(d.z)
+    else:
+        n = _normal(code, p, h)
+        length = safe_sqrt(n.dot(n)).clamp(min=1e-12)
+        cos = n.dot(light) / length
+    return ambient + intensity * cos.clamp(min=0)
