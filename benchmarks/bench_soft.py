@@ -24,9 +24,9 @@ a summary line ``soft_vs_mitsuba`` (our soft B = 64 forward+backward over Mitsub
 pose gradient of one image: below 1 is faster).
 
 Times are medians and minima (the steadier figure on a shared machine) over ``--repeats`` runs
-after ``--warmup`` runs; ``soft_over_hard_forward_backward_cpu`` is the ratio of the medians of
-process CPU time (forward+backward), steadier than wall-clock when other processes compete
-for the cores.
+after ``--warmup`` runs, the soft and the hard render in turn within each run;
+``soft_over_hard_forward_backward_cpu`` is the ratio of the medians of process CPU time
+(forward+backward), steadier than wall-clock when other processes compete for the cores.
 
 Usage: python benchmarks/bench_soft.py [--case NAME] [--repeats N] [--threads T]
     [--peer-python PATH]
@@ -54,22 +54,25 @@ PEER = os.path.join(
 )
 
 
-def _times(fwd, bwd, repeats: int, warmup: int):
-    """Wall-clock forward and backward times (ms) and process CPU times of forward+backward."""
-    f_ms, b_ms, cpu_ms = [], [], []
+def _times(cases, repeats: int, warmup: int):
+    """Per (forward, backward) pair in ``cases``: wall-clock forward and backward times (ms)
+    and process CPU times of forward+backward, the pairs run in turn within each repeat, so
+    that a slower spell of a shared machine falls on all of them alike."""
+    out = [([], [], []) for _ in cases]
     for i in range(warmup + repeats):
-        c0 = time.process_time()
-        t0 = time.perf_counter()
-        img = fwd()
-        t1 = time.perf_counter()
-        bwd(img)
-        t2 = time.perf_counter()
-        c2 = time.process_time()
-        if i >= warmup:
-            f_ms.append(1e3 * (t1 - t0))
-            b_ms.append(1e3 * (t2 - t1))
-            cpu_ms.append(1e3 * (c2 - c0))
-    return f_ms, b_ms, cpu_ms
+        for (fwd, bwd), (f_ms, b_ms, cpu_ms) in zip(cases, out, strict=True):
+            c0 = time.process_time()
+            t0 = time.perf_counter()
+            img = fwd()
+            t1 = time.perf_counter()
+            bwd(img)
+            t2 = time.perf_counter()
+            c2 = time.process_time()
+            if i >= warmup:
+                f_ms.append(1e3 * (t1 - t0))
+                b_ms.append(1e3 * (t2 - t1))
+                cpu_ms.append(1e3 * (c2 - c0))
+    return out
 
 
 def _primitives_case(kind: str, softness: float):
@@ -104,8 +107,9 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
         kind = "rect" if "rect" in case else "mixed"
         fwd, bwd, info = _primitives_case(kind, 1.0)
         hard_fwd, hard_bwd, _ = _primitives_case(kind, 0.0)
-    f_ms, b_ms, cpu = _times(fwd, bwd, repeats, warmup)
-    hf_ms, hb_ms, hard_cpu = _times(hard_fwd, hard_bwd, repeats, warmup)
+    (f_ms, b_ms, cpu), (hf_ms, hb_ms, hard_cpu) = _times(
+        [(fwd, bwd), (hard_fwd, hard_bwd)], repeats, warmup
+    )
     soft_total = statistics.median([a + b for a, b in zip(f_ms, b_ms, strict=True)])
     hard_total = statistics.median([a + b for a, b in zip(hf_ms, hb_ms, strict=True)])
     return {

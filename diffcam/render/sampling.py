@@ -125,7 +125,7 @@ class _QuadSampleBlocks(torch.autograd.Function):
                 top_to_bot = torch.addcmul(c10, e_bot, axe).sub_(top)
                 torch.addcmul(top, top_to_bot, aye, out=col[sl])
                 if jac is not None:
-                    torch.lerp(e_top, e_bot, aye, out=jac[0, sl])
+                    torch.addcmul(e_top, e_bot - e_top, aye, out=jac[0, sl])
                     jac[1, sl] = top_to_bot
                     jac[2, sl] = col[sl]
         if shade is not None:
