@@ -104,8 +104,11 @@ def _span_pixels(lo, hi, W: int) -> PixelList:
     end = count.cumsum(1)
     total = end[:, -1]
     n = int(total.max()) if B else 0
-    j = torch.arange(n, device=lo.device).expand(B, n).contiguous()
-    row = torch.searchsorted(end, j, right=True).clamp(max=H - 1)
+    j = torch.arange(n, device=lo.device).expand(B, n)
+    # the row of slot j: how many rows end at or before j (a count of rows' ends, summed)
+    marks = torch.zeros(B, n + 1, dtype=end.dtype, device=lo.device)
+    marks.scatter_add_(1, end.clamp(max=n), torch.ones_like(end))
+    row = marks[:, :n].cumsum(1).clamp(max=H - 1)
     col = lo.gather(1, row) + j - (end - count).gather(1, row)
     valid = j < total.unsqueeze(1)
     pix = row * W + col

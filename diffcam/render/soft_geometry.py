@@ -93,6 +93,14 @@ def _edges_sd(code, o: Vec, d: Vec, h: Vec, A, fx, fy):
     o3 = torch.cat([o.x, o.y, o.z], -1).unsqueeze(1)  # (nb, 1, 3)
     h3 = torch.cat([h.x, h.y, h.z], -1).unsqueeze(1)
     starts, dirs, active = (prim._rect_edges if code == RECT else prim._box_edges)(o3, h3)
+    if code == BOX:  # at most 6 of the 12 edges are on the silhouette: those first, 6 kept
+        keep = torch.argsort((~active).to(torch.uint8), dim=-1, stable=True)[..., :6]
+        along = keep.unsqueeze(-1).expand(*keep.shape, 3)
+        starts, dirs, active = (
+            starts.gather(2, along),
+            dirs.gather(2, along),
+            active.gather(2, keep),
+        )
     Ak, fx1, fy1 = A.unsqueeze(1), fx, fy
     if plain_autograd():
         sd = edge_distance(o3, d.stacked(), starts, dirs, active, Ak, fx1, fy1)
