@@ -66,7 +66,8 @@ def bilinear_corners(u, v, offset, width, height, repeat, four: bool = True):
 
     The one place that maps texture coordinates to texels: for the autograd samplers, the
     eager composite (its quad table, one row per first corner) and the compiled planar
-    path. Clamp mode clamps the continuous texel coordinate (clamp-to-edge), so that the
+    path. For samples all in one texture, offset, width, height and repeat may be Python
+    numbers (int, int, int, bool): the wrap mode is then chosen once, not per sample. Clamp mode clamps the continuous texel coordinate (clamp-to-edge), so that the
     (u, v) gradient is 0 where clamping holds it; repeat wraps the integer corners (in
     floating point: cheaper than an integer remainder, and fused well by Inductor).
 
@@ -77,7 +78,10 @@ def bilinear_corners(u, v, offset, width, height, repeat, four: bool = True):
         ax, ay: the bilinear fractions along x and y, differentiable in (u, v).
         sx, sy: d x / d u and d y / d v of the texel coordinates (0 where clamping holds).
     """
-    wf, hf = width.to(u.dtype), height.to(u.dtype)
+    if isinstance(repeat, bool):
+        wf, hf = float(width), float(height)
+    else:
+        wf, hf = width.to(u.dtype), height.to(u.dtype)
     xr = u * wf - 0.5
     yr = (1.0 - v) * hf - 0.5  # v up, PNG rows top-down
     x0, x1, ax = _wrap_axis(xr, wf, repeat, four)
@@ -88,6 +92,8 @@ def bilinear_corners(u, v, offset, width, height, repeat, four: bool = True):
     else:
         r1 = offset + y1 * width
         corners = (r0 + x0, r0 + x1, r1 + x0, r1 + x1)
+    if repeat is True:
+        return corners, ax, ay, wf, -hf
     sx = wf * (repeat | ((xr >= 0) & (xr <= wf - 1)))
     sy = -hf * (repeat | ((yr >= 0) & (yr <= hf - 1)))
     return corners, ax, ay, sx, sy
@@ -96,23 +102,33 @@ def bilinear_corners(u, v, offset, width, height, repeat, four: bool = True):
 def _wrap_axis(x, n, repeat, second: bool):
     """Along one axis of n texels (float): the texel indices (long) i0 and i0 + 1 (None
     unless ``second``), wrapped or clamped and in [0, n - 1], and the fraction of the
-    continuous texel coordinate x (texel centres at integers) past i0."""
-    xq = torch.where(repeat, x, torch.minimum(x.clamp(min=0), n - 1))
-    x0 = torch.floor(xq.detach())
+    continuous texel coordinate x (texel centres at integers) past i0. ``repeat`` is a bool
+    tensor (per sample) or a Python bool (``n`` then a Python float)."""
+    if isinstance(repeat, bool):
+        xq = x if repeat else x.clamp(0.0, n - 1)
+        x0 = torch.floor(xq.detach())
+        i0 = x0 - n * torch.floor(x0 / n) if repeat else x0
+    else:
+        xq = torch.where(repeat, x, torch.minimum(x.clamp(min=0), n - 1))
+        x0 = torch.floor(xq.detach())
+        i0 = torch.where(repeat, x0 - n * torch.floor(x0 / n), x0)
     frac = xq - x0
-    i0 = torch.where(repeat, x0 - n * torch.floor(x0 / n), x0)
     i1 = None
     if second:
-        i1 = torch.where(
-            repeat, torch.where(i0 + 1 >= n, 0.0, i0 + 1), torch.minimum(i0 + 1, n - 1)
-        )
+        wrapped = torch.where(i0 + 1 >= n, 0.0, i0 + 1)
+        if isinstance(repeat, bool):
+            i1 = wrapped if repeat else (i0 + 1).clamp(max=n - 1)
+        else:
+            i1 = torch.where(repeat, wrapped, torch.minimum(i0 + 1, n - 1))
         i1 = _in_range(i1, n - 1).long()
     return _in_range(i0, n - 1).long(), i1, frac
 
 
 def _in_range(x, top):
-    """``x`` clamped to [0, top], NaN to 0 (``clamp`` keeps NaN)."""
-    return torch.minimum(torch.where(x >= 0, x, 0.0), top)
+    """``x`` clamped to [0, top] (a tensor or a Python number), NaN to 0 (``clamp`` keeps
+    NaN)."""
+    x = torch.where(x >= 0, x, 0.0)
+    return x.clamp(max=top) if isinstance(top, float) else torch.minimum(x, top)
 
 
 def _bilinear_flat(texels, offset, width, height, repeat, u, v):
@@ -187,7 +203,9 @@ class TextureAtlas:
     ``_quad_table``); per slot s (one per primitive) and mip level l: ``offset[s, l]``,
     ``width[s, l]``, ``height[s, l]`` (long). ``num_levels[s]`` (long), ``repeat[s]`` (bool).
     Levels beyond a slot's last one repeat the last one. ``texels`` (N, 3) is level data in
-    plain channels-last layout (used by the soft-edge path).
+    plain channels-last layout (used by the soft-edge path). ``level0`` holds each slot's
+    level 0 (offset, width, height, repeat) as Python numbers, for samplers that take one
+    texture at a time (no device sync to read them, no per-sample selects on them).
     """
 
     quad: torch.Tensor
@@ -197,6 +215,7 @@ class TextureAtlas:
     height: torch.Tensor
     num_levels: torch.Tensor
     repeat: torch.Tensor
+    level0: tuple = ()
 
     def sample(self, slot, u, v, level=None):
         """Autograd-tracked bilinear sample (M, 3) for ``slot`` (M,) long at (u, v) (M,);
@@ -263,6 +282,7 @@ def build_atlas(
         height=lt(hei),
         num_levels=lt([len(s) for s in slot_levels]),
         repeat=torch.tensor(repeat, dtype=torch.bool, device=device),
+        level0=tuple((*s[0], bool(r)) for s, r in zip(slot_levels, repeat, strict=True)),
     )
 
 

@@ -25,6 +25,8 @@ class _QuadSample(torch.autograd.Function):
     @staticmethod
     def forward(ctx, quad, u, v, offset, width, height, repeat):
         row, ax, ay, sx, sy = _quad_coords(u, v, offset, width, height, repeat)
+        # a repeating texture's scales come as Python numbers: saved as tensors
+        sx, sy = (torch.full_like(u, x) if isinstance(x, float) else x for x in (sx, sy))
         q = quad.index_select(0, row)
         col = _bilerp(q, ax, ay)[0]
         ctx.save_for_backward(row, ax, ay, sx, sy, q)
@@ -83,7 +85,7 @@ def sample_quad(quad, u, v, offset, width, height, repeat):
     """Bilinear colours (M, 3) at texture coordinates u, v (M,) (v up) of one texture of an
     atlas: ``quad`` (N, 12) its quad table (may require grad), the texture's rows from
     ``offset`` (long), ``width`` x ``height`` texels (long), ``repeat`` (bool) its wrap mode
-    (0-d tensors). Differentiable in ``quad``, ``u`` and ``v`` (reverse and forward mode);
+    (0-d tensors, or Python numbers as in ``TextureAtlas.level0``). Differentiable in ``quad``, ``u`` and ``v`` (reverse and forward mode);
     the same values as ``TextureAtlas.sample``."""
     return _QuadSample.apply(quad, u, v, offset, width, height, repeat)
 

@@ -136,11 +136,8 @@ def _soft_samples(f: Frame, atlas, sigma: float, margin: float, max_chunk: int, 
     pid, prim, alpha, depth, u, v, shade, hit = (
         None if c[0] is None else torch.cat(c) for c in zip(*columns, strict=True)
     )
-    # each block's texture in the atlas: offset, width, height, repeat (0-d tensors)
-    textures = [
-        (a, b, atlas.offset[k, 0], atlas.width[k, 0], atlas.height[k, 0], atlas.repeat[k])
-        for k, a, b in blocks
-    ]
+    # each block's texture in the atlas: offset, width, height, repeat (Python numbers)
+    textures = [(a, b, *atlas.level0[k]) for k, a, b in blocks]
     colour = sample_quad_blocks(atlas.quad, u, v, textures, shade)
     return Samples(pid, prim, alpha, depth, colour, hit, tuple(blocks))
 

@@ -152,6 +152,17 @@ def test_sample_quad_blocks_matches_per_block_sampler(shaded):
     fixed = [x.detach() for x in leaves[1:]]
     g_tex = torch.autograd.grad((w * fast_fn(quad, *fixed)).sum(), quad)[0]
     torch.testing.assert_close(g_tex, g_ref[0], rtol=1e-12, atol=1e-12)
+    # the textures' layout as Python numbers (TextureAtlas.level0): the same
+    assert [m[1:] for m in atlas.level0] == [(5, 7, True), (6, 4, False)]
+    unshaded = torch.cat([sampling.sample_quad(quad, u[a:b], v[a:b], *m) for a, b, *m in blocks])
+    blocks = [(0, 20, *atlas.level0[0]), (20, 50, *atlas.level0[1])]
+    plain = fast_fn(*leaves)
+    torch.testing.assert_close(plain, ref, rtol=1e-15, atol=1e-15)
+    g_plain = torch.autograd.grad((w * plain).sum(), leaves)
+    for a, b in zip(g_plain, g_ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    per_block = torch.cat([sampling.sample_quad(quad, u[a:b], v[a:b], *m) for a, b, *m in blocks])
+    torch.testing.assert_close(per_block, unshaded, rtol=1e-15, atol=1e-15)
 
 
 def test_soft_render_forward_mode_matches_reverse_mode():
