@@ -6,8 +6,8 @@ that is a (samples, edges) product, a division, a mask and a minimum, each with 
 (samples, edges) buffers in the backward. `edge_distance` does it in one node: the forward
 keeps only the nearest edge's index per sample, and the backward sends each sample's
 gradient to that edge alone, ``d sd / d d = n_e / norm_e``, ``d sd / d n_e = d / norm_e``,
-``d sd / d norm_e = -sd / norm_e``. `silhouette_distance` is ``primitives.silhouette_distance``
-with it for these kinds (the same values; the gradients of the minimum's one edge where the
+``d sd / d norm_e = -sd / norm_e``. ``soft_geometry`` uses it for these kinds (the values
+of ``primitives._edge_planes_sd``; the gradients of the minimum's one edge where the
 reference splits them among exact ties).
 """
 
@@ -16,8 +16,6 @@ from __future__ import annotations
 import torch
 
 from .. import primitives as prim
-from ..autodiff import plain_autograd
-from ..primitives import BOX, RECT
 
 
 class _EdgeDistance(torch.autograd.Function):
@@ -63,27 +61,3 @@ def edge_distance(o, d, starts, dirs, active, A, fx, fy):
     """``primitives._edge_planes_sd`` (centre reference at the local origin) in one node."""
     n, _, norm = prim._edge_lines(o, starts, dirs, torch.zeros_like(o), A, fx, fy)
     return _EdgeDistance.apply(d, n, norm, active)
-
-
-def silhouette_distance(code, o, d, h, A, fx, fy, f_mean):
-    """``primitives.silhouette_distance(..., with_hit=True)``: sd, depth, point, hit; boxes
-    and rectangles through `edge_distance` (reverse mode only: forward-mode AD and
-    functorch transforms take the reference)."""
-    if code not in (RECT, BOX) or not plain_autograd():
-        return prim.silhouette_distance(code, o, d, h, A, fx, fy, f_mean, with_hit=True)
-    oo, hh = o.unsqueeze(2), h.unsqueeze(2)
-    t_hit, hit = prim.intersect(code, oo, d, hh)
-    eps = prim._eps_t(d)
-    edges = prim._rect_edges if code == RECT else prim._box_edges
-    starts, dirs, active = edges(o, h)
-    sd = edge_distance(o, d, starts, dirs, active, A, fx, fy)
-    if code == RECT:
-        t_pl = prim.safe_div(-oo[..., 2], d[..., 2])
-        front = t_pl > eps
-        depth = torch.where(front, t_pl, prim._BIG)
-        point = oo + torch.where(front, t_pl, 0.0).unsqueeze(-1) * d
-        return sd, depth, point, hit
-    tc = prim.safe_div(-prim._dot(oo, d), prim._dot(d, d))
-    depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, prim._BIG))
-    point = oo + torch.where(hit, t_hit, tc.clamp(min=0)).unsqueeze(-1) * d
-    return sd, depth, point, hit

@@ -87,9 +87,10 @@ def test_components_match_vector_forms_values_and_gradients(code):
     A, o, h, light, dxp, dyp, pix = _inputs(code, dtype)
     fx = torch.full((NB, 1), 60.0, dtype=dtype)
     fy = torch.full((NB, 1), 55.0, dtype=dtype)
-    leaves = [x.clone().requires_grad_() for x in (A, o, h, light)]
-    comp, hit = _components(code, *leaves, dxp, dyp, pix, fx, fy)
-    vec, hit_ref = _vectors(code, *leaves, dxp, dyp, pix, fx, fy)
+    # the ray slopes too (the camera's intrinsics): gradients to the ray directions
+    leaves = [x.clone().requires_grad_() for x in (A, o, h, light, dxp, dyp)]
+    comp, hit = _components(code, *leaves, pix, fx, fy)
+    vec, hit_ref = _vectors(code, *leaves, pix, fx, fy)
     assert torch.equal(hit, hit_ref)
     assert hit.any() and not hit.all()  # the pixels hit and miss
     finite = vec[0].abs() < 1e20  # sd is -BIG behind the camera; weight those 0
