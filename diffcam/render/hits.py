@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..primitives import PLANE, RECT, intersect, surface_uv
+from ..primitives import PLANE, RECT
 from .frame import Frame
 from .nearest import _nearest
 from .planar import (
@@ -36,7 +36,7 @@ from .planar import (
     affine,
     safe_inverse,
 )
-from .shading import shade_at
+from .soft_geometry import Vec, ray_hit, shading, texture_coords
 
 
 class Hits(NamedTuple):
@@ -156,17 +156,17 @@ def _planar_at(plan, bk, x, y, light):
 def _generic_at(code, gen, bk, x, y, light):
     """Depth, u, v, shade (N,) of curved primitives and boxes of kind ``code`` at pixel
     centres x, y (N,): the ray intersection from the transposed generic table ``gen``
-    (F, B*K) at rows ``bk`` (N,)."""
+    (F, B*K) at rows ``bk`` (N,), by components (`soft_geometry`)."""
     g = gen.index_select(1, bk)
     dcx = (x - g[G_CX]) / g[G_FX]
     dcy = (y - g[G_CY]) / g[G_FY]
-    d = torch.stack([affine(g, G_A + 3 * i, dcx, dcy) for i in range(3)], 1)
-    ow = g[G_O].t()
-    hw = g[G_H].t()
-    depth, _ = intersect(code, ow, d, hw)
-    p = ow + depth.unsqueeze(1) * d
-    u, v = surface_uv(code, p, hw)
+    d = Vec(*(affine(g, G_A + 3 * i, dcx, dcy) for i in range(3)))
+    o, h = Vec(*g[G_O]), Vec(*g[G_H])
+    depth, _ = ray_hit(code, o, d, h)
+    p = Vec(o.x + depth * d.x, o.y + depth * d.y, o.z + depth * d.z)
+    u, v = texture_coords(code, p, h)
     shade = None
     if light is not None:
-        shade = shade_at(code, p, d, hw, g[G_LIGHT].t(), light.ambient, light.intensity, True)
+        l_dir = Vec(*g[G_LIGHT])
+        shade = shading(code, p, d, h, l_dir, light.ambient, light.intensity, two_sided=True)
     return depth, u * g[G_SU], v * g[G_SV], shade

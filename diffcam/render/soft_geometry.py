@@ -120,16 +120,39 @@ def _planar(code, o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only):
         sd = _edges_sd(code, o, d, h, A, fx, fy)
     if distance_only:
         return SoftGeometry(sd)
-    eps = _eps(d.z)
-    t = safe_div(-o.z, d.z)
-    front = t > eps
+    t, hit, front = _planar_hit(code, o, d, h)
     depth = torch.where(front, t, _BIG)
     t0 = torch.where(front, t, 0.0)
     point = Vec(o.x + t0 * d.x, o.y + t0 * d.y, o.z + t0 * d.z)
+    return SoftGeometry(sd, depth, point, hit)
+
+
+def _planar_hit(code, o: Vec, d: Vec, h: Vec):
+    """The plane's ray parameter t (any sign), whether the ray hits the plane (rectangle)
+    in front, and whether the plane point is in front."""
+    t = safe_div(-o.z, d.z)
+    front = t > _eps(d.z)
     hit = front & (d.z.abs() > tiny(d.z))
     if code == RECT:
         hit = hit & ((o.x + t * d.x).abs() <= h.x) & ((o.y + t * d.y).abs() <= h.y)
-    return SoftGeometry(sd, depth, point, hit)
+    return t, hit, front
+
+
+def ray_hit(code: int, o: Vec, d: Vec, h: Vec):
+    """``primitives.intersect`` by components: the nearest intersection t > 0 of rays
+    ``o + t d`` with a primitive of kind ``code`` and half sizes ``h``, as (t, hit), t
+    (a finite dummy 1 where missed) and hit (bool), each shaped like the rays."""
+    if code in (PLANE, RECT):
+        t, hit, _ = _planar_hit(code, o, d, h)
+    elif code == BOX:
+        t, hit = _box_hit(o, d, h)
+    elif code == SPHERE:
+        t, hit = _nearest_root(d.dot(d), o.dot(d), o.dot(o) - h.x * h.x, _eps(d.z))
+    else:
+        rho2 = d.x * d.x + d.y * d.y
+        a = rho2 + d.z * d.z
+        return _cylinder_capsule_hit(code, o, d, h.x, h.y, rho2, a, o.dot(d), _eps(d.z))
+    return torch.where(hit, t, 1.0), hit
 
 
 def _closest_approach_depth(o: Vec, d: Vec):
@@ -142,19 +165,25 @@ def _box(o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only):
     if distance_only:
         return SoftGeometry(sd)
     eps = _eps(d.z)
+    t_hit, hit = _box_hit(o, d, h)
+    t_hit = torch.where(hit, t_hit, 1.0)
+    tc = _closest_approach_depth(o, d)
+    depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, _BIG))
+    t = torch.where(hit, t_hit, tc.clamp(min=0))
+    return SoftGeometry(sd, depth, Vec(o.x + t * d.x, o.y + t * d.y, o.z + t * d.z), hit)
+
+
+def _box_hit(o: Vec, d: Vec, h: Vec):
+    """The slabs' entry (or, from inside, exit) ray parameter and whether the ray hits."""
+    eps = _eps(d.z)
     near = far = None
-    for oi, di, hi in zip(o, d, h, strict=True):  # the slabs
+    for oi, di, hi in zip(o, d, h, strict=True):
         inv = safe_div(torch.ones_like(di), di)
         ta, tb = (-hi - oi) * inv, (hi - oi) * inv
         lo, hi_ = _smaller(ta, tb), _larger(ta, tb)
         near = lo if near is None else _larger(near, lo)
         far = hi_ if far is None else _smaller(far, hi_)
-    hit = (far >= near) & (far > eps)
-    t_hit = torch.where(hit, torch.where(near > eps, near, far), 1.0)
-    tc = _closest_approach_depth(o, d)
-    depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, _BIG))
-    t = torch.where(hit, t_hit, tc.clamp(min=0))
-    return SoftGeometry(sd, depth, Vec(o.x + t * d.x, o.y + t * d.y, o.z + t * d.z), hit)
+    return torch.where(near > eps, near, far), (far >= near) & (far > eps)
 
 
 def _nearest_root(a, b, c, eps):
@@ -333,14 +362,21 @@ def _normal(code: int, p: Vec, h: Vec) -> Vec:
     return Vec(p.x, p.y, p.z - _clamp(p.z, hl))
 
 
-def shading(code: int, p: Vec, d: Vec, h: Vec, light: Vec, ambient, intensity):
-    """``shading.shade_at`` of soft samples: Lambert shading (nb, n) at local points ``p``
-    with the light direction ``light`` (unit, columns (nb, 1)); planar kinds are two-sided
-    (the normal faces the camera), closed solids keep the outward normal."""
+def shading(code: int, p: Vec, d: Vec, h: Vec, light: Vec, ambient, intensity, two_sided=None):
+    """``shading.shade_at``: Lambert shading at local points ``p`` on rays ``d`` with the
+    light direction ``light`` (unit). ``two_sided`` flips the normal to face the camera; by
+    default (soft samples) planar kinds only, since at the closest approach of a ray that
+    misses a solid ``n . d`` is 0 up to rounding (see ``shade_at``); hard hits flip for
+    every kind."""
+    if two_sided is None:
+        two_sided = code in (PLANE, RECT)
     if code in (PLANE, RECT):
-        cos = torch.where(d.z > 0, -light.z, light.z).expand_as(d.z)
+        lz = torch.where(d.z > 0, -light.z, light.z) if two_sided else light.z
+        cos = lz.expand_as(d.z)
     else:
         n = _normal(code, p, h)
         length = safe_sqrt(n.dot(n)).clamp(min=1e-12)
         cos = n.dot(light) / length
+        if two_sided:
+            cos = torch.where(n.dot(d) > 0, -cos, cos)
     return ambient + intensity * cos.clamp(min=0)

@@ -144,3 +144,37 @@ def test_components_gradcheck(code):
         return (torch.sigmoid(sd), torch.where(depth < 1e20, depth, 0.0), *rest)
 
     assert torch.autograd.gradcheck(outputs, (o.clone().requires_grad_(),), eps=1e-7, atol=1e-5)
+
+
+@pytest.mark.parametrize("code", list(KIND_SIZES))
+def test_ray_hit_and_two_sided_shading_match_vector_forms(code):
+    """`ray_hit` against `primitives.intersect`, and the hard path's shading (normals flipped
+    to face the camera for every kind) against `shade_at(..., two_sided=True)`, at the hits:
+    float64 values and gradients."""
+    dtype = torch.float64
+    A, o, h, light, dxp, dyp, pix = _inputs(code, dtype, seed=4)
+    leaves = [x.clone().requires_grad_() for x in (A, o, h, light)]
+    A_, o_, h_, light_ = leaves
+    d = soft_geometry.local_rays(A_, dxp, dyp, pix, W)
+    oc, hc = soft_geometry.columns(o_), soft_geometry.columns(h_)
+    t, hit = soft_geometry.ray_hit(code, oc, d, hc)
+    p = soft_geometry.Vec(*(oi + t * di for oi, di in zip(oc, d, strict=True)))
+    shade = soft_geometry.shading(
+        code, p, d, hc, soft_geometry.columns(light_), 0.3, 0.7, two_sided=True
+    )
+    d3 = torch.stack(torch.broadcast_tensors(*d), -1)
+    t_ref, hit_ref = prim.intersect(code, o_.unsqueeze(1), d3, h_.unsqueeze(1))
+    p_ref = o_.unsqueeze(1) + t_ref.unsqueeze(-1) * d3
+    shade_ref = shade_at(code, p_ref, d3, h_.unsqueeze(1), light_.unsqueeze(1), 0.3, 0.7, True)
+    assert torch.equal(hit, hit_ref) and hit.any() and not hit.all()
+    torch.testing.assert_close(t, t_ref, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(shade[hit], shade_ref[hit], rtol=1e-10, atol=1e-10)
+    w = torch.randn(t.shape, dtype=dtype, generator=torch.Generator().manual_seed(5)) * hit
+    loss = (w * (t + shade)).sum()  # the rays are shared with the reference: keep their graph
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True, retain_graph=True)
+    ref = torch.autograd.grad((w * (t_ref + shade_ref)).sum(), leaves, allow_unused=True)
+    for a, b in zip(grads, ref, strict=True):
+        if a is None or b is None:
+            assert (a is None or not a.any()) and (b is None or not b.any())
+            continue
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-8)
