@@ -12,6 +12,7 @@ import torch
 
 from ..primitives import PLANE, RECT
 from .frame import Frame
+from .geometry import Vec, ray_hit, shading, texture_coords
 from .nearest import _nearest
 from .planar import (
     G_A,
@@ -36,7 +37,6 @@ from .planar import (
     affine,
     safe_inverse,
 )
-from .soft_geometry import Vec, ray_hit, shading, texture_coords
 
 
 class Hits(NamedTuple):
@@ -156,7 +156,7 @@ def _planar_at(plan, bk, x, y, light):
 def _generic_at(code, gen, bk, x, y, light):
     """Depth, u, v, shade (N,) of curved primitives and boxes of kind ``code`` at pixel
     centres x, y (N,): the ray intersection from the transposed generic table ``gen``
-    (F, B*K) at rows ``bk`` (N,), by components (`soft_geometry`)."""
+    (F, B*K) at rows ``bk`` (N,), by components (`geometry`)."""
     g = gen.index_select(1, bk)
     dcx = (x - g[G_CX]) / g[G_FX]
     dcy = (y - g[G_CY]) / g[G_FY]

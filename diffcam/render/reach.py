@@ -21,7 +21,7 @@ import torch
 
 from ..primitives import BOX, CYLINDER, PLANE, RECT, silhouette_lines
 from .frame import Frame
-from .soft_geometry import columns, local_rays, soft_geometry
+from .geometry import columns, local_rays, soft_geometry
 
 
 class PixelList(NamedTuple):

@@ -1,7 +1,8 @@
-"""Soft samples' geometry by components (`render.soft_geometry`) against the vector forms it
-rewrites (`primitives.silhouette_distance(..., with_hit=True)`, `primitives.surface_uv`,
-`render.shading.shade_at`): every primitive kind, float64 values and gradients to the camera
-centre, the rotation, the sizes and the light; float32 and float64 free of NaN; a gradcheck."""
+"""Per-sample geometry by components (`render.geometry`) against the vector forms it
+rewrites (`primitives.intersect`, `primitives.silhouette_distance(..., with_hit=True)`,
+`primitives.surface_uv`, `render.shading.shade_at`): every primitive kind, float64 values and
+gradients to the camera centre, the rotation, the sizes, the light and the ray slopes;
+float32 and float64 free of NaN; a gradcheck."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch
 from diffcam import primitives as prim
 from diffcam.render.shading import shade_at
 
-soft_geometry = importlib.import_module("diffcam.render.soft_geometry")
+geometry = importlib.import_module("diffcam.render.geometry")
 
 KIND_SIZES = {
     prim.PLANE: (1.0, 1.0, 0.0),
@@ -55,11 +56,11 @@ def _inputs(code, dtype, seed=0):
 
 def _components(code, A, o, h, light, dxp, dyp, pix, fx, fy):
     """Outputs of the component forms: (sd, depth, px, py, pz, u, v, shade), hit."""
-    d = soft_geometry.local_rays(A, dxp, dyp, pix, W)
-    hc = soft_geometry.columns(h)
-    g = soft_geometry.soft_geometry(code, soft_geometry.columns(o), d, hc, A, fx, fy)
-    u, v = soft_geometry.texture_coords(code, g.point, hc)
-    shade = soft_geometry.shading(code, g.point, d, hc, soft_geometry.columns(light), 0.3, 0.7)
+    d = geometry.local_rays(A, dxp, dyp, pix, W)
+    hc = geometry.columns(h)
+    g = geometry.soft_geometry(code, geometry.columns(o), d, hc, A, fx, fy)
+    u, v = geometry.texture_coords(code, g.point, hc)
+    shade = geometry.shading(code, g.point, d, hc, geometry.columns(light), 0.3, 0.7)
     return (g.sd, g.depth, *g.point, u, v, shade), g.hit
 
 
@@ -155,13 +156,11 @@ def test_ray_hit_and_two_sided_shading_match_vector_forms(code):
     A, o, h, light, dxp, dyp, pix = _inputs(code, dtype, seed=4)
     leaves = [x.clone().requires_grad_() for x in (A, o, h, light)]
     A_, o_, h_, light_ = leaves
-    d = soft_geometry.local_rays(A_, dxp, dyp, pix, W)
-    oc, hc = soft_geometry.columns(o_), soft_geometry.columns(h_)
-    t, hit = soft_geometry.ray_hit(code, oc, d, hc)
-    p = soft_geometry.Vec(*(oi + t * di for oi, di in zip(oc, d, strict=True)))
-    shade = soft_geometry.shading(
-        code, p, d, hc, soft_geometry.columns(light_), 0.3, 0.7, two_sided=True
-    )
+    d = geometry.local_rays(A_, dxp, dyp, pix, W)
+    oc, hc = geometry.columns(o_), geometry.columns(h_)
+    t, hit = geometry.ray_hit(code, oc, d, hc)
+    p = geometry.Vec(*(oi + t * di for oi, di in zip(oc, d, strict=True)))
+    shade = geometry.shading(code, p, d, hc, geometry.columns(light_), 0.3, 0.7, two_sided=True)
     d3 = torch.stack(torch.broadcast_tensors(*d), -1)
     t_ref, hit_ref = prim.intersect(code, o_.unsqueeze(1), d3, h_.unsqueeze(1))
     p_ref = o_.unsqueeze(1) + t_ref.unsqueeze(-1) * d3

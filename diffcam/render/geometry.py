@@ -1,13 +1,16 @@
-"""Soft samples' geometry by components: silhouette distance, depth, hit, surface point,
-texture coordinates and shading of one primitive at a list of pixels per image.
+"""Per-sample geometry by components: ray hits, silhouette distance, depth, surface point,
+texture coordinates and shading of one primitive kind at lists of pixels.
 
-The same arithmetic as ``primitives.silhouette_distance(..., with_hit=True)``,
-``primitives.surface_uv`` and ``shading.shade_at`` (tests/diffcam/test_soft_geometry.py holds
-them to those in float64, values and gradients), written on separate x, y, z tensors of shape
-(nb, n) instead of (nb, 1, n, 3) vectors: a dot product is then five plain element-wise ops
-instead of a product and a sum over a last axis of 3, and their backward passes allocate no
-(n, 3) buffers and no stacks. Per-image quantities (the camera centre ``o`` and the half sizes
-``h`` in the primitive's frame, focal lengths) are (nb, 1) columns that broadcast.
+Soft samples take `soft_geometry` (silhouette distance, depth, hit and the colouring point),
+hard hits `ray_hit`; both then `texture_coords` and `shading`. The same arithmetic as
+``primitives.intersect``, ``primitives.silhouette_distance(..., with_hit=True)``,
+``primitives.surface_uv`` and ``shading.shade_at`` (tests/diffcam/test_geometry.py holds
+them to those in float64, values and gradients), written on separate x, y, z tensors
+instead of (..., 3) vectors: a dot product is then five plain element-wise ops instead of a
+product and a sum over a last axis of 3, and their backward passes allocate no (n, 3)
+buffers and no stacks. Per-image quantities (the camera centre ``o`` and the half sizes
+``h`` in the primitive's frame, focal lengths) are (nb, 1) columns that broadcast against
+(nb, n) samples (or (n,) rows against (n,) samples).
 """
 
 from __future__ import annotations
