@@ -104,12 +104,12 @@ def _edges_sd(code, o: Vec, d: Vec, h: Vec, A, fx, fy):
             dirs.gather(2, along),
             active.gather(2, keep),
         )
-    Ak, fx1, fy1 = A.unsqueeze(1), fx, fy
+    Ak = A.unsqueeze(1)
     if plain_autograd():
-        sd = edge_distance(o3, d.stacked(), starts, dirs, active, Ak, fx1, fy1)
+        sd = edge_distance(o3, d.stacked(), starts, dirs, active, Ak, fx, fy)
     else:
         zero = torch.zeros_like(o3)
-        sd = prim._edge_planes_sd(o3, d.stacked(), starts, dirs, zero, active, Ak, fx1, fy1)
+        sd = prim._edge_planes_sd(o3, d.stacked(), starts, dirs, zero, active, Ak, fx, fy)
     return sd[:, 0]
 
 
