@@ -505,11 +505,13 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
         velocity = equality.project(velocity)
 
     velocity = velocity[:, :count]
+    # Contiguous velocities, laid out as `initial_state`'s: a compiled step is then not
+    # compiled again for the second step's strides (views of the (B, N, 6) buffer would be).
     return State(
         position=torch.where(dynamic, position, state.position),
         rotation=torch.where(dynamic[..., None], rotation, state.rotation),
-        linear_velocity=velocity[..., :3],
-        angular_velocity=velocity[..., 3:],
+        linear_velocity=velocity[..., :3].contiguous(),
+        angular_velocity=velocity[..., 3:].contiguous(),
     )
 
 
