@@ -101,6 +101,26 @@ def _world_requires_grad(world: World) -> bool:
     return any(t.requires_grad for t in _world_tensors(world))
 
 
+def uniform_grad_flags(world: World, state: State, action: Tensor | None = None) -> State:
+    """``state`` with every tensor requiring grad when, with grad enabled, any tensor of the
+    step's inputs does (tensors that do not become requiring-grad aliases, ``detach()``
+    views: the caller's tensors are untouched and no gradient changes); else ``state``.
+
+    A step's output requires grad in every tensor as soon as any input does, and a compiled
+    step guards on the flags: a rollout from an `initial_state` (no grad) with actions that
+    require grad would otherwise compile its first step and the rest as two graphs."""
+    if not torch.is_grad_enabled():
+        return state
+    tensors = state.tensors()
+    flags = [t.requires_grad for t in tensors]
+    if all(flags):
+        return state
+    wanted = any(flags) or (action is not None and action.requires_grad)
+    if not (wanted or _world_requires_grad(world)):
+        return state
+    return State(*(t if t.requires_grad else t.detach().requires_grad_() for t in tensors))
+
+
 def compiled_step(dtype: torch.dtype) -> Callable:
     """`step` through torch.compile (Inductor), made once per dtype and reused.
 
@@ -109,7 +129,9 @@ def compiled_step(dtype: torch.dtype) -> Callable:
     and backward. One graph serves every batch size (`mark_batch_dynamic`; a batch of one has
     its own); Inductor keeps the compiled code in its on-disk cache (``TORCHINDUCTOR_CACHE_DIR``,
     by default under the system's temporary folder), so another process compiling the same
-    graphs skips code generation and the C++ compiler and pays only Dynamo's tracing. Eager
+    graphs skips code generation and the C++ compiler and pays only Dynamo's tracing. A state
+    whose tensors disagree in requiring grad is aligned first (`uniform_grad_flags`), so that
+    a rollout from `initial_state` with actions that require grad is one graph. Eager
     `step` stays the reference; the tests check both agree. Each world structure and grad mode
     is a graph of its own: past Dynamo's recompile limit (8 per function) it runs eager, with
     a warning. Worlds in reduced coordinates compile `reduced_step` (a function of its own, so
@@ -127,6 +149,7 @@ def compiled_step(dtype: torch.dtype) -> Callable:
         reduced = torch.compile(reduced_step, dynamic=False, backend=_inductor_recomputing_backward)
 
         def compiled(world: World, state: State, action: Tensor | None = None) -> State:
+            state = uniform_grad_flags(world, state, action)
             mark_batch_dynamic(world, state, action)
             if world.structure.tree is not None:
                 if torch.is_grad_enabled() and _world_requires_grad(world):

@@ -445,3 +445,28 @@ def test_convention_a_cart_pressed_against_its_stop_is_solved_in_one_sweep(dtype
     tolerance = 1e-5 if dtype == torch.float32 else 1e-10
     for a, b in zip(one.tensors(), many.tensors(), strict=True):
         torch.testing.assert_close(a, b, atol=tolerance, rtol=0)
+
+
+def test_convention_compiled_step_aligns_the_start_state_grad_flags():
+    """`uniform_grad_flags`: with grad enabled and any input requiring grad, every state
+    tensor requires grad (as every step output then does, so a compiled rollout from
+    `initial_state` is one graph); the caller's tensors and the gradients are unchanged;
+    without grad, or with nothing requiring it, the state itself comes back."""
+    from physics.rollout import uniform_grad_flags
+
+    world = models.cart_pole(theta0=0.7, batch_size=3, dtype=torch.float64)
+    start = physics.initial_state(world)
+    actions = torch.tensor([[1.0], [-2.0], [0.5]], dtype=torch.float64, requires_grad=True)
+    aligned = uniform_grad_flags(world, start, actions)
+    after = physics.step(world, start, actions)
+    assert [t.requires_grad for t in aligned.tensors()] == [True] * 4
+    assert [t.requires_grad for t in after.tensors()] == [True] * 4
+    assert not any(t.requires_grad for t in start.tensors())
+    assert uniform_grad_flags(world, start, actions.detach()) is start
+    with torch.no_grad():
+        assert uniform_grad_flags(world, start, actions) is start
+    (g_aligned,) = torch.autograd.grad(
+        physics.step(world, aligned, actions).position.sum(), actions
+    )
+    (g_plain,) = torch.autograd.grad(after.position.sum(), actions)
+    torch.testing.assert_close(g_aligned, g_plain, rtol=0, atol=0)
