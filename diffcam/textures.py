@@ -67,16 +67,18 @@ def bilinear_corners(u, v, offset, width, height, repeat, four: bool = True):
     The one place that maps texture coordinates to texels: for the autograd samplers, the
     eager composite (its quad table, one row per first corner) and the compiled planar
     path. For samples all in one texture, offset, width, height and repeat may be Python
-    numbers (int, int, int, bool): the wrap mode is then chosen once, not per sample. Clamp mode clamps the continuous texel coordinate (clamp-to-edge), so that the
-    (u, v) gradient is 0 where clamping holds it; repeat wraps the integer corners (in
-    floating point: cheaper than an integer remainder, and fused well by Inductor).
+    numbers (int, int, int, bool): the wrap mode is then chosen once, not per sample. Clamp
+    mode clamps the continuous texel coordinate (clamp-to-edge), so that the (u, v) gradient
+    is 0 where clamping holds it; repeat wraps the integer corners (in floating point:
+    cheaper than an integer remainder, and fused well by Inductor).
 
     Returns:
         corners: the flat (long) indices of corners (x0, y0), (x1, y0), (x0, y1), (x1, y1),
             in range even for non-finite (u, v) (a NaN pose: the compiled path reads and
             scatters texels without bounds checks); only the first when not ``four``.
         ax, ay: the bilinear fractions along x and y, differentiable in (u, v).
-        sx, sy: d x / d u and d y / d v of the texel coordinates (0 where clamping holds).
+        sx, sy: d x / d u and d y / d v of the texel coordinates (0 where clamping holds);
+            Python floats for a repeating texture given as Python numbers.
     """
     if isinstance(repeat, bool):
         wf, hf = float(width), float(height)

@@ -85,8 +85,9 @@ def sample_quad(quad, u, v, offset, width, height, repeat):
     """Bilinear colours (M, 3) at texture coordinates u, v (M,) (v up) of one texture of an
     atlas: ``quad`` (N, 12) its quad table (may require grad), the texture's rows from
     ``offset`` (long), ``width`` x ``height`` texels (long), ``repeat`` (bool) its wrap mode
-    (0-d tensors, or Python numbers as in ``TextureAtlas.level0``). Differentiable in ``quad``, ``u`` and ``v`` (reverse and forward mode);
-    the same values as ``TextureAtlas.sample``."""
+    (0-d tensors, or Python numbers as in ``TextureAtlas.level0``). Differentiable in
+    ``quad``, ``u`` and ``v`` (reverse and forward mode); the same values as
+    ``TextureAtlas.sample``."""
     return _QuadSample.apply(quad, u, v, offset, width, height, repeat)
 
 
