@@ -23,8 +23,9 @@ import torch
 from .. import primitives as prim
 from .._safe import safe_atan2, safe_div, safe_sqrt, tiny
 from ..autodiff import plain_autograd
-from ..primitives import BOX, CAPSULE, CYLINDER, PLANE, RECT, SPHERE
+from ..primitives import BOX, CAPSULE, CYLINDER, PLANE, RECT, SPHERE, _lon
 from .edges import edge_distance
+from .shading import lambert
 
 _BIG = prim._BIG
 
@@ -289,11 +290,6 @@ def _cylinder_capsule_hit(code, o: Vec, d: Vec, r, hl, rho2, a, od, eps):
 
 
 # ---------------------------------------------------------------------------- (u, v), shading
-def _lon(x, y):
-    """``primitives._lon``: longitude in [0, 1], 1/2 at body -y, growing towards +x."""
-    return 0.5 + safe_atan2(x, -y) / (2.0 * math.pi)
-
-
 def _clamp(x, lim):
     """x clamped to [-lim, lim] (one autograd node, cheaper than a maximum and a minimum)."""
     return torch.clamp(x, -lim, lim)
@@ -308,6 +304,12 @@ def _smaller(a, b):
 def _larger(a, b):
     """The element-wise maximum, as :func:`_smaller`."""
     return torch.where(a >= b, a, b)
+
+
+def _on_cylinder_cap(p: Vec, r, hl):
+    """Whether points ``p`` lie on a cylinder's caps rather than its side:
+    |z| / hl > rho / r, without dividing (as ``primitives``)."""
+    return p.z.abs() * r > safe_sqrt(p.x * p.x + p.y * p.y) * hl
 
 
 def _box_face(p: Vec, h: Vec):
@@ -338,8 +340,7 @@ def texture_coords(code: int, p: Vec, h: Vec):
         return u, torch.where(on_x | on_y, sz, sy) + 0.5
     r, hl = h.x, h.y
     if code == CYLINDER:
-        rho = safe_sqrt(p.x * p.x + p.y * p.y)
-        cap = p.z.abs() * r > rho * hl
+        cap = _on_cylinder_cap(p, r, hl)
         u_cap = torch.where(p.z >= 0, p.x, -p.x) / (2 * r) + 0.5
         v_cap = p.y / (2 * r) + 0.5
         v_side = _clamp(p.z, hl) / (2 * hl) + 0.5
@@ -358,8 +359,7 @@ def _normal(code: int, p: Vec, h: Vec) -> Vec:
                      for on, pi in zip((on_x, on_y, on_z), p, strict=True)))  # fmt: skip
     r, hl = h.x, h.y
     if code == CYLINDER:
-        rho = safe_sqrt(p.x * p.x + p.y * p.y)
-        cap = p.z.abs() * r > rho * hl
+        cap = _on_cylinder_cap(p, r, hl)
         n_z = torch.where(cap, torch.where(p.z >= 0, 1.0, -1.0), 0.0).to(p.x.dtype)
         return Vec(torch.where(cap, 0.0, p.x), torch.where(cap, 0.0, p.y), n_z)
     return Vec(p.x, p.y, p.z - _clamp(p.z, hl))
@@ -382,4 +382,4 @@ def shading(code: int, p: Vec, d: Vec, h: Vec, light: Vec, ambient, intensity, t
         cos = n.dot(light) / length
         if two_sided:
             cos = torch.where(n.dot(d) > 0, -cos, cos)
-    return ambient + intensity * cos.clamp(min=0)
+    return lambert(cos, ambient, intensity)

@@ -17,6 +17,18 @@ from ..textures import _bilerp, _quad_coords
 from .composite import _dot3
 
 
+def _bilinear_slopes(q, ax, ay):
+    """Bilinear colour (n, 3) of corners ``q`` (n, 12) at fractions ax, ay (n,), and its
+    derivatives along ax and along ay (n, 3) each, from the same corner differences."""
+    c00, c01, c10, c11 = q[:, 0:3], q[:, 3:6], q[:, 6:9], q[:, 9:12]
+    axe, aye = ax.unsqueeze(1), ay.unsqueeze(1)
+    e_top, e_bot = c01 - c00, c11 - c10
+    top = torch.addcmul(c00, e_top, axe)
+    d_ay = torch.addcmul(c10, e_bot, axe).sub_(top)  # bottom - top
+    d_ax = torch.addcmul(e_top, e_bot - e_top, aye)
+    return torch.addcmul(top, d_ay, aye), d_ax, d_ay
+
+
 class _QuadSample(torch.autograd.Function):
     """Bilinear colours (M, 3) of (u, v) (M,) in one texture of the atlas (its quad-table
     rows from ``offset``, ``width`` x ``height`` texels, ``repeat`` wrap), from ``quad``
@@ -35,16 +47,6 @@ class _QuadSample(torch.autograd.Function):
         return col
 
     @staticmethod
-    def _slopes(q, ax, ay):
-        """d colour / d ax and d colour / d ay (M, 3) of the corners ``q`` (M, 12)."""
-        c00, c01, c10, c11 = q[:, 0:3], q[:, 3:6], q[:, 6:9], q[:, 9:12]
-        axe, aye = ax.unsqueeze(1), ay.unsqueeze(1)
-        d_ax = (c01 - c00) * (1 - aye) + (c11 - c10) * aye
-        top = c00 + (c01 - c00) * axe
-        bot = c10 + (c11 - c10) * axe
-        return d_ax, bot - top
-
-    @staticmethod
     def _weights(g, ax, ay):
         """(M, 12): ``g`` (M, 3) times each corner's bilinear weight."""
         axe, aye = ax.unsqueeze(1), ay.unsqueeze(1)
@@ -61,7 +63,7 @@ class _QuadSample(torch.autograd.Function):
         if need_q:
             g_quad = g.new_zeros(ctx.n_rows, 12).index_add_(0, row, _QuadSample._weights(g, ax, ay))
         if need_u or need_v:
-            d_ax, d_ay = _QuadSample._slopes(q, ax, ay)
+            _, d_ax, d_ay = _bilinear_slopes(q, ax, ay)
             g_u = (g * d_ax).sum(1) * sx if need_u else None
             g_v = (g * d_ay).sum(1) * sy if need_v else None
         return g_quad, g_u, g_v, None, None, None, None
@@ -73,7 +75,7 @@ class _QuadSample(torch.autograd.Function):
         if t_quad is not None:
             out = out + _bilerp(t_quad.index_select(0, row), ax, ay)[0]
         if t_u is not None or t_v is not None:
-            d_ax, d_ay = _QuadSample._slopes(q, ax, ay)
+            _, d_ax, d_ay = _bilinear_slopes(q, ax, ay)
             if t_u is not None:
                 out = out + d_ax * (t_u * sx).unsqueeze(1)
             if t_v is not None:
@@ -121,15 +123,10 @@ class _QuadSampleBlocks(torch.autograd.Function):
                 r, ax[sl], ay[sl], sx[sl], sy[sl] = _quad_coords(u[sl], v[sl], *meta)
                 row[sl] = r
                 q = quad.index_select(0, r)
-                c00, c01, c10, c11 = q[:, 0:3], q[:, 3:6], q[:, 6:9], q[:, 9:12]
-                axe, aye = ax[sl].unsqueeze(1), ay[sl].unsqueeze(1)
-                e_top, e_bot = c01 - c00, c11 - c10
-                top = torch.addcmul(c00, e_top, axe)
-                top_to_bot = torch.addcmul(c10, e_bot, axe).sub_(top)
-                torch.addcmul(top, top_to_bot, aye, out=col[sl])
-                if jac is not None:
-                    torch.addcmul(e_top, e_bot - e_top, aye, out=jac[0, sl])
-                    jac[1, sl] = top_to_bot
+                if jac is None:
+                    col[sl] = _bilerp(q, ax[sl], ay[sl])[0]
+                else:
+                    col[sl], jac[0, sl], jac[1, sl] = _bilinear_slopes(q, ax[sl], ay[sl])
                     jac[2, sl] = col[sl]
         if shade is not None:
             col.mul_(shade.unsqueeze(1))
