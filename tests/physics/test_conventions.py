@@ -298,21 +298,17 @@ def test_redundant_joints_float32_stay_finite():
 def _cart_pole_five_steps(step, coordinates, actions):
     """The compiled-step tests' model (B = len(actions)) stepped 5 times by ``step`` from its
     start, with gradients to the actions and the start velocity: (state, grad actions,
-    grad start velocity). The reduced model has a welded tip and rail stops. The start state is
-    laid out (strides) and flagged (requires grad) as the step's own outputs, so that the five
-    steps are one compiled graph: a start state that differs in either compiles a second one."""
+    grad start velocity). The reduced model has a welded tip and rail stops. The five steps are
+    one compiled graph: the step returns `initial_state`'s layout, and `compiled_step` aligns
+    the start state's requires-grad flags with its outputs'."""
     reduced = coordinates == "reduced"
     world = models.cart_pole(theta0=0.7, batch_size=actions.shape[0], dtype=torch.float32,
                              coordinates=coordinates, tip_mass=0.05 if reduced else None,
                              limits=[-1e-3, 4e-4] if reduced else None)  # fmt: skip
     actions = actions.clone().requires_grad_(True)
-    start = physics.initial_state(world)
-    with torch.no_grad():
-        layout = physics.step(world, start, actions)  # the output layout, values overwritten
-        pairs = zip(layout.tensors(), start.tensors(), strict=True)
-        tensors = [out.detach().copy_(t) for out, t in pairs]
-    state = physics.State(*(t.requires_grad_(True) for t in tensors))
-    start_velocity = state.linear_velocity
+    state = physics.initial_state(world)
+    start_velocity = state.linear_velocity.clone().requires_grad_(True)
+    state = state.replace(linear_velocity=start_velocity)
     for _ in range(5):
         state = step(world, state, actions)
     loss = state.position[..., 0].square().sum() + state.angular_velocity[..., 1].sum()
