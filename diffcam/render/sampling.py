@@ -122,12 +122,10 @@ class _QuadSampleBlocks(torch.autograd.Function):
                 sl = slice(c0, min(stop, c0 + _CHUNK))
                 r, ax[sl], ay[sl], sx[sl], sy[sl] = _quad_coords(u[sl], v[sl], *meta)
                 row[sl] = r
-                q = quad.index_select(0, r)
-                if jac is None:
-                    col[sl] = _bilerp(q, ax[sl], ay[sl])[0]
-                else:
-                    col[sl], jac[0, sl], jac[1, sl] = _bilinear_slopes(q, ax[sl], ay[sl])
-                    jac[2, sl] = col[sl]
+                c, d_ax, d_ay = _bilinear_slopes(quad.index_select(0, r), ax[sl], ay[sl])
+                col[sl] = c
+                if jac is not None:
+                    jac[0, sl], jac[1, sl], jac[2, sl] = d_ax, d_ay, c
         if shade is not None:
             col.mul_(shade.unsqueeze(1))
         ctx.save_for_backward(quad, row, ax, ay, sx, sy, shade, jac)
