@@ -28,7 +28,8 @@ class Randomization:
 
     Body textures (each body on its own; a body of one colour gets its colour jittered):
         texture_brightness, texture_contrast, texture_saturation: factors ((1, 1)), as
-            torchvision's adjust_* on the texture (contrast about the texture's mean grey).
+            torchvision's adjust_* on the texture (contrast about the texture's mean grey),
+            drawn as one affine colour map per body and episode (clamped once, at the end).
         texture_hue: shift in turns, within [-0.5, 0.5] ((0, 0)); a YIQ chroma rotation.
         procedural_textures: probability (0) that a body wears a procedural texture
             (`procedural_texture`: stripes, checks or blobs of two random colours) instead.

@@ -1,20 +1,19 @@
 """`RandomizedScene`: a scene whose batch elements are drawn with per-episode randomisation.
 
-Element b is drawn as a view of the scene with episode b's jittered or procedural body
-textures (and flat colours), its light (``lighting=``) and background (``background=``), and
-its camera (pose and intrinsics about the nominal); then its colour jitter and sensor noise
-apply to the image (`image_ops`).
+Element b is drawn as a view of the scene with episode b's body colours (an affine colour
+map per body, the renderer's ``color_transform``) or procedural textures, its light and
+background, and its camera (pose and intrinsics about the nominal); then its colour jitter
+and sensor noise apply to the image (`image_ops`).
 
 Gradients: the randomised values are constants (drawn without grad). Every gradient the
 scene's renderer gives (to body poses, through the state; to the nominal camera, light and
 textures when they require grad) flows as before, through the randomised render and then
 through the image operations.
 
-Cost: a batch whose elements differ in textures, light, background or camera is drawn one
-element at a time (the renderer takes one light and one texture per body per call); each
-element keeps its own static-scenery layer, drawn once per episode. With only image-space
-jitter and noise (or the identity), the batch is drawn in one call, exactly as the scene
-draws it.
+Cost: the whole batch is one render call (per-image camera, light, background and colour
+maps), over one static-scenery layer per randomised scene, drawn once. Only episodes in
+which a body wears a procedural texture (``procedural_textures > 0``) are drawn one at a
+time, since the renderer takes one texture per body per call.
 """
 
 from __future__ import annotations
@@ -25,9 +24,9 @@ from types import SimpleNamespace
 import torch
 
 from .config import Randomization
-from .image_ops import color_jitter, sensor_noise, to_grey
+from .image_ops import GREY_WEIGHTS, color_jitter, hue_matrix, sensor_noise, to_grey
 from .sampling import EpisodeParams
-from .textures import jitter_colors, procedural_texture
+from .textures import procedural_texture
 
 __all__ = ["RandomizedScene", "randomize"]
 
@@ -44,12 +43,13 @@ class RandomizedScene:
 
     Everything but drawing is the scene's (``step``, ``initial_state``, ``world``, ...).
     ``render``, ``render_buffers`` and ``render_trajectory`` draw element b with episode b's
-    textures, light, background and camera, then apply its colour jitter and sensor noise to
-    the image. ``camera`` is the randomised (batch B) camera. A state of batch 1 is drawn as
+    body colours, light, background and camera, then apply its colour jitter and sensor
+    noise to the image. ``camera`` is the randomised (batch B) camera, ``lighting`` the
+    per-episode light and ``color_transform`` the bodies' per-episode colour maps. A state of batch 1 is drawn as
     episode 0 (e.g. a video of the first episode). Sensor noise is drawn per frame from one
     generator per episode, seeded by ``params.noise_seed``; `reset_noise` re-seeds them.
-    Keyword arguments ``lighting`` or ``background`` given to a render call replace the
-    randomised ones.
+    Keyword arguments ``lighting``, ``background`` or ``color_transform`` given to a render
+    call replace the randomised ones.
     """
 
     def __init__(self, scene, params: EpisodeParams, randomization: Randomization | None = None):
@@ -71,7 +71,7 @@ class RandomizedScene:
         self._p = {k: v.to(device) for k, v in params._tensors().items()}
         self._p = {k: v.to(dtype) if v.is_floating_point() else v for k, v in self._p.items()}
         self.camera = self._camera()
-        self._views = self._make_views()
+        self._make_views()
         self.reset_noise()
 
     # ------------------------------------------------------------------ delegation
@@ -126,84 +126,151 @@ class RandomizedScene:
         trans = cam.translation.expand(B, 3) + p["camera_translation"]
         return PinholeCamera(fx, fy, cx, cy, cam.width, cam.height, rot, trans)
 
-    def _light(self, b: int):
+    def _lighting(self):
+        """One light per episode (ambient, intensity (B,), direction (B, 3)), or the scene's
+        own when no episode changes it (None: unlit)."""
         base, p = self.base.lighting, self._p
         if base is None:
             return None
-        a, i, r = p["ambient_scale"][b], p["intensity_scale"][b], p["light_rotation"][b]
-        if a == 1 and i == 1 and not r.any():
+        a, i, r = p["ambient_scale"], p["intensity_scale"], p["light_rotation"]
+        if bool((a == 1).all() and (i == 1).all()) and not bool(r.any()):
             return base
         from ..render import Lighting
 
-        direction = torch.as_tensor(base.direction, dtype=r.dtype, device=r.device)
-        direction = _rotvec_to_matrix(r[None])[0] @ direction
-        return Lighting(base.ambient * a, direction, base.intensity * i)
+        dtype, device = r.dtype, r.device
+        direction = torch.as_tensor(base.direction, dtype=dtype, device=device).reshape(3, 1)
+        direction = (_rotvec_to_matrix(r) @ direction).squeeze(-1)
+        ambient = torch.as_tensor(base.ambient, dtype=dtype, device=device) * a
+        intensity = torch.as_tensor(base.intensity, dtype=dtype, device=device) * i
+        return Lighting(ambient, direction, intensity)
 
-    def _background(self, b: int):
+    def _color_transform(self) -> torch.Tensor | None:
+        """(B, N, 3, 4) affine colour map per episode and body (`diffcam.render`'s
+        ``color_transform``): `color_jitter`'s brightness, contrast (about the brightened
+        texture's mean grey; a flat colour's own grey), saturation and YIQ hue rotation on
+        the texture, with one clamp at the end instead of one after each;
+        None when every map is the identity. A body in a procedural texture keeps the
+        identity (its colours are drawn already)."""
+        p = self._p
+        values = [p[f"texture_{n}"] for n in ("brightness", "contrast", "saturation", "hue")]
+        bright, contrast, sat, hue = values
+        if not (
+            bool((bright != 1).any())
+            or bool((contrast != 1).any())
+            or bool((sat != 1).any())
+            or bool(hue.any())
+        ):
+            return None
+        B, N = bright.shape
+        dtype, device = bright.dtype, bright.device
+        eye = torch.eye(3, dtype=dtype, device=device)
+        w = torch.tensor(GREY_WEIGHTS, dtype=dtype, device=device)
+        grey_of_mean = torch.stack([self._mean_grey(k, dtype, device) for k in range(N)])  # (N,)
+        flat = torch.tensor(
+            [self.base.primitives[k].texture is None for k in range(N)], device=device
+        )
+        c = contrast.unsqueeze(-1).unsqueeze(-1)
+        # contrast: towards the texture's mean grey (a constant), or a flat colour's own grey
+        lin_c = c * eye + torch.where(flat.view(1, N, 1, 1), (1 - c) * w.view(1, 1, 1, 3), 0.0)
+        grey = bright.unsqueeze(-1) * grey_of_mean.view(1, N, 1)  # after the brightness
+        off_c = torch.where(flat.view(1, N, 1), 0.0, (1 - c[..., 0]) * grey).expand(B, N, 3)
+        s = sat.unsqueeze(-1).unsqueeze(-1)
+        lin_s = s * eye + (1 - s) * w.view(1, 1, 1, 3)  # rows: s e_i + (1 - s) w
+        lin_h = hue_matrix(hue.reshape(-1)).view(B, N, 3, 3)
+        lin = lin_h @ lin_s @ lin_c * bright.unsqueeze(-1).unsqueeze(-1)
+        off = (lin_h @ lin_s @ off_c.unsqueeze(-1)).squeeze(-1)
+        transform = torch.cat([lin, off.unsqueeze(-1)], -1)
+        identity = torch.cat([eye, torch.zeros(3, 1, dtype=dtype, device=device)], -1)
+        procedural = p["procedural"].view(B, N, 1, 1)
+        return torch.where(procedural, identity, transform)
+
+    def _mean_grey(self, k: int, dtype, device) -> torch.Tensor:
+        """The mean grey () of body k's texture (0 for a flat colour, unused)."""
+        texture = self.base.primitives[k].texture
+        if texture is None:
+            return torch.zeros((), dtype=dtype, device=device)
+        return to_grey(texture.detach().to(dtype=dtype, device=device)).mean()
+
+    def _background_for(self, height: int, width: int):
+        """The background for a render of height x width samples: the scene's, colours per
+        episode (B, 3), or per-episode images (B, 3, height, width) for a texture background
+        with offsets or procedural backgrounds."""
+        from ..render.background import background_image
+
         bg, p = self.base.background, self._p
-        if bool(p["procedural_background"][b]):
-            return procedural_texture(
-                int(p["background_seed"][b]), dtype=self.base.dtype, device=self.base.device
-            )
-        offset = p["background_offset"][b]
-        if not offset.any():
+        offset, procedural = p["background_offset"], p["procedural_background"]
+        if not bool(offset.any()) and not bool(procedural.any()):
             return bg
-        shape = (3,) + (1,) * (bg.dim() - 1)
-        return (bg + offset.view(shape)).clamp(0.0, 1.0)
+        dtype, device = self.base.dtype, self.base.device
+        key = (height, width)
+        if self._background_cache is not None and self._background_cache[0] == key:
+            return self._background_cache[1]
+        bg = torch.as_tensor(bg, dtype=dtype, device=device)
+        if bg.dim() == 1 and not bool(procedural.any()):
+            out = (bg.view(1, 3) + offset).clamp(0.0, 1.0)  # (B, 3)
+        else:
+            images = []
+            for b in range(self.base.batch_size):
+                if bool(procedural[b]):
+                    texture = procedural_texture(
+                        int(p["background_seed"][b]), dtype=dtype, device=device
+                    )
+                    images.append(background_image(texture, height, width, dtype, device))
+                else:
+                    image = background_image(bg, height, width, dtype, device)
+                    images.append((image + offset[b].view(1, 3, 1, 1)).clamp(0.0, 1.0))
+            out = torch.cat(images, 0)
+        self._background_cache = (key, out)
+        return out
 
-    def _primitive(self, b: int, k: int):
+    def _procedural_primitives(self, b: int):
+        """The scene's primitives with episode b's procedural textures (None: none)."""
         from ..primitives import Primitive
 
-        prim, p = self.base.primitives[k], self._p
-        size = prim.size
-        if isinstance(size, torch.Tensor) and size.dim() == 2 and size.shape[0] > 1:
-            size = size[b : b + 1]
-        values = [float(p[f"texture_{n}"][b, k]) for n in ("brightness", "contrast")]
-        values += [float(p["texture_saturation"][b, k]), float(p["texture_hue"][b, k])]
-        procedural = bool(p["procedural"][b, k])
-        if values == [1.0, 1.0, 1.0, 0.0] and not procedural and size is prim.size:
-            return prim
-        texture, color = prim.texture, prim.color
-        if procedural:
-            texture = procedural_texture(
-                int(p["texture_seed"][b, k]), dtype=self.base.dtype, device=self.base.device
-            )
-            color = None
-        elif texture is not None:
-            grey = float(to_grey(texture.detach()).mean())
-            texture = jitter_colors(texture, *values, lambda x, g=grey: g)
-        else:
-            c = torch.as_tensor(
-                (0.5, 0.5, 0.5) if color is None else color,
-                dtype=self.base.dtype,
-                device=self.base.device,
-            )
-            color = jitter_colors(c, *values, lambda x: to_grey(x).mean())
-        return Primitive(prim.kind, size, texture, color, prim.uv_scale, prim.wrap)
+        p = self._p
+        if not bool(p["procedural"][b].any()):
+            return None
+        prims = []
+        for k, prim in enumerate(self.base.primitives):
+            if bool(p["procedural"][b, k]):
+                texture = procedural_texture(
+                    int(p["texture_seed"][b, k]), dtype=self.base.dtype, device=self.base.device
+                )
+                prim = Primitive(prim.kind, prim.size, texture, None, prim.uv_scale, prim.wrap)
+            prims.append(prim)
+        return prims
 
     def _make_views(self):
-        """One shallow copy of the scene per episode, with its appearance and its own
-        static-layer cache; None when every episode looks like the scene (apart from the
-        camera, which a batched render takes as it is)."""
-        B, N = self.base.batch_size, len(self.base.primitives)
-        views, plain = [], True
-        for b in range(B):
-            prims = [self._primitive(b, k) for k in range(N)]
-            light, bg = self._light(b), self._background(b)
-            same = (
-                all(x is y for x, y in zip(prims, self.base.primitives, strict=True))
-                and light is self.base.lighting
-                and bg is self.base.background
-            )
-            plain = plain and same
-            view = copy.copy(self.base)
-            view.primitives, view.lighting, view.background = prims, light, bg
-            view.camera = self._camera_of(b)
-            view._layer_cache = None
-            views.append(view)
-        if plain:
-            return None
-        return views
+        """The batched view (the scene with the randomised camera and its own static-layer
+        cache), and per-episode views for the episodes with procedural body textures."""
+        self._lights = self._lighting()
+        self._transform = self._color_transform()
+        self._background_cache = None
+        self._arguments = {}
+        batched = copy.copy(self.base)
+        batched.camera = self.camera
+        batched._layer_cache = None
+        self._batched = batched
+        self._episode_views = {}
+        for b in range(self.base.batch_size):
+            prims = self._procedural_primitives(b)
+            if prims is not None:
+                view = copy.copy(self.base)
+                view.primitives = prims
+                view.camera = self._camera_of(b)
+                view._layer_cache = None
+                self._episode_views[b] = view
+
+    @property
+    def lighting(self):
+        """The light of every episode: a `diffcam.render.Lighting` with per-episode values
+        (ambient, intensity (B,), direction (B, 3)), or the scene's when none changes it."""
+        return self._lights
+
+    @property
+    def color_transform(self) -> torch.Tensor | None:
+        """(B, N, 3, 4) the bodies' colour maps per episode (None: the identity)."""
+        return self._transform
 
     def _camera_of(self, b: int):
         from ..camera import PinholeCamera
@@ -225,6 +292,33 @@ class RandomizedScene:
         self._noise = [torch.Generator().manual_seed(int(s)) for s in self._p["noise_seed"].cpu()]
 
     # ------------------------------------------------------------------ drawing
+    def _episode_arguments(self, episodes: slice, s: int) -> dict:
+        """Render arguments (lighting, background, color_transform) of ``episodes`` at
+        supersampling s; the same objects at every call (the scene's static layer is cached
+        by the identity of the tensors it is drawn with)."""
+        key = (episodes.start, episodes.stop, s)
+        if key not in self._arguments:
+            self._arguments[key] = self._make_arguments(episodes, s)
+        return self._arguments[key]
+
+    def _make_arguments(self, episodes: slice, s: int) -> dict:
+        cam = self.base.camera
+
+        def pick(x):
+            every = episodes == slice(None)
+            if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] == self.batch_size:
+                return x if every else x[episodes]
+            return x
+
+        light = self._lights
+        if light is not None and light is not self.base.lighting:
+            light = type(light)(pick(light.ambient), pick(light.direction), pick(light.intensity))
+        background = self._background_for(cam.height * s, cam.width * s)
+        if isinstance(background, torch.Tensor) and background.dim() in (2, 4):
+            background = pick(background)
+        transform = None if self._transform is None else pick(self._transform)
+        return {"lighting": light, "background": background, "color_transform": transform}
+
     def _draw(self, state, buffers: bool, kwargs: dict):
         rot, pos = state.rotation, state.position
         B = self.base.batch_size
@@ -234,28 +328,26 @@ class RandomizedScene:
                 f"RandomizedScene.render: a state of batch {n}; expected {B} (one per episode) "
                 "or 1 (drawn as episode 0)"
             )
-        if self._views is None:
-            if self.camera is self.base.camera and n == B:
-                fn = self.base.render_buffers if buffers else self.base.render
-                return fn(state, **kwargs), list(range(B))
-            view = copy.copy(self.base)
-            view.camera = self.camera if n == B else self._camera_of(0)
-            view._layer_cache = getattr(self, "_batched_cache", None)
-            out = view.render_buffers(state, **kwargs) if buffers else view.render(state, **kwargs)
-            self._batched_cache = view._layer_cache
-            return out, list(range(n))
-        parts = []
-        for b in range(n):
-            view = self._views[b]
+        s = int(kwargs.get("supersample", 1))
+        if n == 1:
+            view = copy.copy(self._episode_views.get(0, self.base))
+            view.camera = self._camera_of(0)
+            view._layer_cache = getattr(self, "_first_cache", None)
+            kw = {**self._episode_arguments(slice(0, 1), s), **kwargs}
+            out = view.render_buffers(state, **kw) if buffers else view.render(state, **kw)
+            self._first_cache = view._layer_cache
+            return out, [0]
+        kw = {**self._episode_arguments(slice(None), s), **kwargs}
+        batched = self._batched
+        out = batched.render_buffers(state, **kw) if buffers else batched.render(state, **kw)
+        for b, view in self._episode_views.items():  # procedural textures: one at a time
             one = SimpleNamespace(rotation=rot[b : b + 1], position=pos[b : b + 1])
-            kw = dict(kwargs)
-            kw.setdefault("lighting", view.lighting)
-            kw.setdefault("background", view.background)
-            parts.append(view.render_buffers(one, **kw) if buffers else view.render(one, **kw))
-        if buffers:
-            out = type(parts[0])(*(torch.cat(f, 0) for f in zip(*parts, strict=True)))
-        else:
-            out = torch.cat(parts, 0)
+            kb = {**self._episode_arguments(slice(b, b + 1), s), **kwargs}
+            part = view.render_buffers(one, **kb) if buffers else view.render(one, **kb)
+            if buffers:
+                out = type(out)(*(_put(f, b, x) for f, x in zip(out, part, strict=True)))
+            else:
+                out = _put(out, b, part)
         return out, list(range(n))
 
     def _image_ops(self, image: torch.Tensor, episodes: list[int]) -> torch.Tensor:
@@ -304,6 +396,13 @@ def randomize(scene, randomization: Randomization, generator: torch.Generator) -
     """``RandomizedScene(scene, randomization.sample(generator, B, scene.body_names))``."""
     params = randomization.sample(generator, scene.batch_size, scene.body_names)
     return RandomizedScene(scene, params, randomization)
+
+
+def _put(batch: torch.Tensor | None, b: int, one: torch.Tensor | None):
+    """``batch`` with element b replaced by ``one`` (1, ...), out of place (autograd)."""
+    if batch is None:
+        return None
+    return torch.cat([batch[:b], one, batch[b + 1 :]], 0)
 
 
 def _rotvec_to_matrix(rotvec: torch.Tensor) -> torch.Tensor:

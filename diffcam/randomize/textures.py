@@ -1,31 +1,11 @@
-"""Body and background textures for randomisation: per-texture colour jitter and seeded
-procedural textures (stripes, checks or blobs of two random colours)."""
+"""Seeded procedural textures for randomisation (stripes, checks or blobs of two random
+colours)."""
 
 from __future__ import annotations
 
 import torch
 
-from .image_ops import GREY_WEIGHTS, hue_matrix
-
-__all__ = ["jitter_colors", "procedural_texture"]
-
-
-def jitter_colors(colors: torch.Tensor, brightness, contrast, saturation, hue, mean_grey):
-    """`color_jitter` of one texture (3, H, W) or colour (3,) with one set of values (plain
-    numbers; the identity values skip their operation). ``mean_grey``: a callable from the
-    colours as (3, n) to the grey the contrast blends towards (the texture's mean grey)."""
-    x = colors.reshape(3, -1)
-    if brightness != 1.0:
-        x = (x * brightness).clamp(0.0, 1.0)
-    if contrast != 1.0:
-        x = (contrast * x + (1 - contrast) * mean_grey(x)).clamp(0.0, 1.0)
-    if saturation != 1.0:
-        grey = (x * torch.tensor(GREY_WEIGHTS, dtype=x.dtype, device=x.device).view(3, 1)).sum(0)
-        x = (saturation * x + (1 - saturation) * grey).clamp(0.0, 1.0)
-    if hue != 0.0:
-        m = hue_matrix(torch.tensor([hue], dtype=x.dtype, device=x.device))[0]
-        x = (m @ x).clamp(0.0, 1.0)
-    return x.reshape(colors.shape)
+__all__ = ["procedural_texture"]
 
 
 def procedural_texture(seed: int, size: int = 32, dtype=torch.float32, device=None):

@@ -23,6 +23,11 @@ distance (``edges``), one texture sample of every soft sample (``sampling``) and
 compositing (``composite``); forward-mode AD and functorch transforms take their
 autograd-recorded references (tests/diffcam/test_soft_fast.py checks they agree).
 
+Per-image appearance: a ``Lighting`` whose values carry a batch axis lights each image on its
+own, ``color_transform`` (``appearance``) maps each primitive's texture colour by an affine map
+per image before shading, and the background may be a colour per image; so a batch of
+differently lit and coloured views (domain randomisation) is one call.
+
 Backends: one reference path and one fast path. "eager" (default) is the pipeline above,
 chunked, for every primitive kind and option. "compile" is the fast path for hard edges
 without mip-mapping when every primitive is a rectangle or a plane (``fast``, through

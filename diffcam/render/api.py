@@ -11,12 +11,15 @@ import torch.nn.functional as F
 from ..camera import PinholeCamera
 from ..primitives import Primitive
 from ..textures import build_atlas, composite
+from .appearance import checked_transform, place_colours, transform_colours
 from .background import _background, _layer_inverse_depth
+from .composite import _channels_first
 from .fast import PlanarArgs, _PlanarRender
 from .frame import Frame, TexMeta, make_frame
 from .hits import hard_hits
 from .mipmap import texture_levels
 from .planar import _tables
+from .sampling import sample_quad
 from .silhouettes import _soft
 
 __all__ = ["render", "render_buffers", "Lighting", "RenderBuffers"]
@@ -32,10 +35,14 @@ class Lighting:
     ``shade = ambient + intensity * max(0, n . l)``, with ``n`` the unit surface normal facing
     the camera (two-sided) and ``l`` the unit vector *towards* the light (world frame).
 
+    One light for every image, or one per image: any of the values may carry a batch axis
+    (ambient, intensity (B,); direction (B, 3)).
+
     Args:
-        ambient: float or () tensor.
-        direction: (3,) direction from the scene towards the light (need not be unit).
-        intensity: float or () tensor.
+        ambient: float, () or (B,) tensor.
+        direction: (3,) or (B, 3) direction from the scene towards the light (need not be
+            unit).
+        intensity: float, () or (B,) tensor.
     """
 
     ambient: float | torch.Tensor = 0.3
@@ -71,12 +78,13 @@ def render(
     max_chunk_elements: int = 1 << 23,
     backend: str = "eager",
     background_depth: torch.Tensor | None = None,
+    color_transform: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Render images (B, 3, H, W). Same arguments as :func:`render_buffers`; the depth,
     object-id and coverage buffers are not made."""
     return _draw(
         camera, primitives, rotation, position, background, edge_softness, supersample,
-        lighting, mipmap, max_chunk_elements, backend, background_depth, False,
+        lighting, mipmap, max_chunk_elements, backend, background_depth, color_transform, False,
     ).image  # fmt: skip
 
 
@@ -93,6 +101,7 @@ def render_buffers(
     max_chunk_elements: int = 1 << 23,
     backend: str = "eager",
     background_depth: torch.Tensor | None = None,
+    color_transform: torch.Tensor | None = None,
 ) -> RenderBuffers:
     """Render images, depth and object ids.
 
@@ -101,15 +110,16 @@ def render_buffers(
         primitives: K :class:`Primitive` objects.
         rotation: (B|1, K, 3, 3) world_from_body rotation of each primitive.
         position: (B|1, K, 3) world_from_body translation (m).
-        background: colour (3,), texture (3, Ht, Wt) mapped over the whole image (v up), or
-            an image (B|1, 3, s*H, s*W) at the sampling resolution (s = ``supersample``),
-            used sample for sample; default light grey 0.9.
+        background: colour (3,), one colour per image (B, 3), texture (3, Ht, Wt) mapped
+            over the whole image (v up), or an image (B|1, 3, s*H, s*W) at the sampling
+            resolution (s = ``supersample``), used sample for sample; default light grey 0.9.
         edge_softness: sigma in (output) pixels of the soft silhouettes; 0 = hard edges
             (exactly the hard render, and no (B, K, H, W) autograd graph).
         supersample: s, renders s x s samples per pixel and box-filters them. ``depth`` and
             ``object_id`` are taken from sample (s // 2, s // 2) of each pixel (its centre for
             odd s).
-        lighting: optional :class:`Lighting` (Lambert shading); None = unlit texture colour.
+        lighting: optional :class:`Lighting` (Lambert shading), one for every image or one
+            per image; None = unlit texture colour.
         mipmap: trilinear mip-mapping with a per-pixel level from screen-space (u, v)
             differences (hard-edge path only), so that minified textures do not alias.
         max_chunk_elements: bound on B * K * rows * W per chunk of the per-primitive passes;
@@ -134,18 +144,25 @@ def render_buffers(
             is the opaque back at its depth: primitives behind it are hidden. Gradients flow
             to the layer's image and depth where it shows; the choice of what shows is
             piecewise constant.
+        color_transform: optional (B|1, K, 3, 4) affine colour map per image and primitive:
+            primitive k shows in image b the colour ``clamp(T[:, :3] @ c + T[:, 3], 0, 1)``
+            (``T = color_transform[b, k]``) of its texture's (or flat) colour c at each
+            sample, before shading. Brightness, contrast, saturation and hue changes are of
+            this form, so a batch whose images differ in the bodies' colours is one call.
+            Differentiable in ``color_transform``. Takes the reference path.
 
     Returns:
         :class:`RenderBuffers` (image, depth, object_id).
     """
     return _draw(
         camera, primitives, rotation, position, background, edge_softness, supersample,
-        lighting, mipmap, max_chunk_elements, backend, background_depth, True,
+        lighting, mipmap, max_chunk_elements, backend, background_depth, color_transform, True,
     )  # fmt: skip
 
 
 def _draw(camera, primitives, rotation, position, background, edge_softness, supersample,
-          lighting, mipmap, max_chunk_elements, backend, background_depth, buffers: bool):  # fmt: skip
+          lighting, mipmap, max_chunk_elements, backend, background_depth, color_transform,
+          buffers: bool):  # fmt: skip
     """:func:`render_buffers` (arguments as there); with ``buffers`` False only the image is
     made (depth, object_id and coverage are None), which spares the soft path its winners."""
     if len(primitives) == 0:
@@ -154,7 +171,8 @@ def _draw(camera, primitives, rotation, position, background, edge_softness, sup
         raise ValueError(f"render: backend must be 'eager' or 'compile', got {backend!r}")
     s = int(supersample)
     cam = camera.scaled(s) if s > 1 else camera
-    frame = make_frame(cam, primitives, rotation, position, lighting)
+    frame = make_frame(cam, primitives, rotation, position, lighting, color_transform)
+    transform = checked_transform(color_transform, frame.B, frame.K, frame.o.dtype, frame.o.device)
     img, depth, oid, coverage = _render(
         frame,
         primitives,
@@ -165,6 +183,7 @@ def _draw(camera, primitives, rotation, position, background, edge_softness, sup
         max_chunk_elements,
         backend,
         buffers,
+        transform,
     )
     if not buffers:
         img = F.avg_pool2d(img, s) if s > 1 else img
@@ -183,14 +202,30 @@ def _draw(camera, primitives, rotation, position, background, edge_softness, sup
 
 
 def _render(
-    frame: Frame, prims, background, background_depth, sigma, mipmap, max_chunk, backend, buffers
+    frame: Frame,
+    prims,
+    background,
+    background_depth,
+    sigma,
+    mipmap,
+    max_chunk,
+    backend,
+    buffers,
+    transform=None,
 ):
     """(image (B, 3, H, W), depth (B, 1, H, W), object id (B, H, W), coverage (B, 1, H, W) or
-    None for hard edges) at the sampling resolution; ``sigma`` in samples. Without
-    ``buffers`` the soft path may return None for depth, object id and coverage."""
+    None for hard edges) at the sampling resolution; ``sigma`` in samples; ``transform``
+    the checked (B|1, K, 3, 4) colour transform or None. Without ``buffers`` the soft path
+    may return None for depth, object id and coverage."""
     B, H, W = frame.B, frame.H, frame.W
     dtype, device = frame.o.dtype, frame.o.device
-    fast = sigma <= 0 and not mipmap and backend == "compile" and frame.planar_only
+    fast = (
+        sigma <= 0
+        and not mipmap
+        and backend == "compile"
+        and frame.planar_only
+        and transform is None
+    )
     atlas = build_atlas(
         [p.appearance(dtype, device) for p in prims],
         [p.wrap == "repeat" for p in prims],
@@ -200,17 +235,17 @@ def _render(
     bg = _background(background, B, H, W, dtype, device)
     w0 = _layer_inverse_depth(background, background_depth, B, H, W, dtype, device)
     if sigma > 0:
-        return _render_soft(frame, atlas, bg, w0, sigma, max_chunk, buffers)
+        return _render_soft(frame, atlas, bg, w0, sigma, max_chunk, buffers, transform)
     if fast:
         return _render_fast(frame, atlas, bg, w0)
-    return _render_eager(frame, atlas, bg, w0, mipmap, max_chunk, buffers)
+    return _render_eager(frame, atlas, bg, w0, mipmap, max_chunk, buffers, transform)
 
 
-def _render_soft(frame: Frame, atlas, bg, w0, sigma, max_chunk, buffers: bool):
+def _render_soft(frame: Frame, atlas, bg, w0, sigma, max_chunk, buffers: bool, transform):
     """Soft edges: the composited image and coverage, and (``buffers``) the depth (with
     gradients) and object id of the hard winner, found among the same samples."""
     B, H, W = frame.B, frame.H, frame.W
-    out = _soft(frame, atlas, bg, sigma, max_chunk, w0, buffers)
+    out = _soft(frame, atlas, bg, sigma, max_chunk, w0, buffers, transform)
     img = out.image.view(B, 3, H, W)
     if not buffers:
         return img, None, None, None
@@ -237,7 +272,9 @@ def _render_fast(frame: Frame, atlas, bg, w0):
     return img, depth, oid, None
 
 
-def _render_eager(frame: Frame, atlas, bg, w0, mipmap: bool, max_chunk: int, buffers: bool):
+def _render_eager(
+    frame: Frame, atlas, bg, w0, mipmap: bool, max_chunk: int, buffers: bool, transform=None
+):
     """Hard edges, chunked: nearest hit, the winners' :class:`Hits`, then texturing and
     shading of the foreground samples over the background (and, with ``buffers``, the
     depth image; else None)."""
@@ -248,7 +285,30 @@ def _render_eager(frame: Frame, atlas, bg, w0, mipmap: bool, max_chunk: int, buf
         img = bg.permute(0, 2, 1).expand(B, 3, H * W).clone(memory_format=torch.contiguous_format)
         return img.view(B, 3, H, W), depth, oid, None
     meta0, meta1, blend = texture_levels(atlas, hits, oid, mipmap, B, H, W)
+    if transform is not None:
+        return (
+            _transformed_image(atlas, hits, meta0, meta1, blend, bg, transform, frame),
+            depth,
+            oid,
+            None,
+        )
     img = composite(
         atlas.quad, hits.u, hits.v, hits.shade, blend, bg, hits.pix, meta0, meta1, (B, H, W)
     )
     return img, depth, oid, None
+
+
+def _transformed_image(atlas, hits, meta0, meta1, blend, bg, transform, frame: Frame):
+    """Hard edges with a colour transform: each hit's texture colour (both mip levels,
+    blended), mapped by its (image, primitive) transform, shaded and placed over the
+    background, with autograd: (B, 3, H, W)."""
+    B, H, W = frame.B, frame.H, frame.W
+    P = H * W
+    colour = sample_quad(atlas.quad, hits.u, hits.v, *meta0)
+    if meta1 is not None:
+        upper = sample_quad(atlas.quad, hits.u, hits.v, *meta1)
+        colour = colour + (upper - colour) * blend.unsqueeze(1)
+    colour = transform_colours(colour, transform, hits.pix // P, hits.prim)
+    if hits.shade is not None:
+        colour = colour * hits.shade.unsqueeze(1)
+    return place_colours(_channels_first(bg, B), colour, hits.pix, P).view(B, 3, H, W)

@@ -15,7 +15,8 @@ from ..textures import sample_texture
 
 
 def _background(background, B, H, W, dtype, device) -> torch.Tensor:
-    """(B|1, H*W, 3) background colours from a colour, a texture or an image."""
+    """(B|1, H*W, 3) background colours from a colour (3,), colours per image (B, 3), a
+    texture (3, Ht, Wt) or an image (B|1, 3, H, W)."""
     if background is None:
         background = torch.full((3,), 0.9, dtype=dtype, device=device)
     if not isinstance(background, torch.Tensor):
@@ -23,6 +24,13 @@ def _background(background, B, H, W, dtype, device) -> torch.Tensor:
     background = background.to(dtype=dtype, device=device)
     if background.dim() == 1:
         return background.view(1, 1, 3).expand(1, H * W, 3)
+    if background.dim() == 2:
+        if background.shape[0] not in (1, B) or background.shape[1] != 3:
+            raise ValueError(
+                f"render: a background of one colour per image must have shape (B|1, 3) = "
+                f"({B}|1, 3), got {tuple(background.shape)}"
+            )
+        return background.unsqueeze(1).expand(background.shape[0], H * W, 3)
     if background.dim() == 4:
         if background.shape[0] not in (1, B) or tuple(background.shape[1:]) != (3, H, W):
             raise ValueError(
@@ -63,3 +71,15 @@ def _layer_inverse_depth(background, background_depth, B, H, W, dtype, device):
         d = background_depth.to(dtype=dtype, device=device)[:, 0]
         # inverse depth as the nearest-hit test compares it; 0 (no surface) for d <= 0 or inf
         return torch.where(d > 0, 1.0 / torch.where(d > 0, d, torch.ones_like(d)), 0.0)
+
+
+def background_image(background, height: int, width: int, dtype, device) -> torch.Tensor:
+    """The background a render call of ``height`` x ``width`` samples draws behind the
+    primitives, as an image (B|1, 3, height, width): from a colour (3,), colours per image
+    (B, 3), a texture (3, Ht, Wt) mapped over the whole image, or an image (returned as
+    it is)."""
+    if isinstance(background, torch.Tensor) and background.dim() == 4:
+        return background
+    n = background.shape[0] if isinstance(background, torch.Tensor) and background.dim() == 2 else 1
+    flat = _background(background, n, height, width, dtype, device)  # (B|1, H*W, 3)
+    return flat.transpose(1, 2).reshape(flat.shape[0], 3, height, width)

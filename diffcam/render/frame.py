@@ -17,9 +17,9 @@ from ..primitives import PLANE, RECT, Primitive
 
 
 class Light(NamedTuple):
-    """Lambert lighting in the primitives' local frames: ``ambient`` and ``intensity`` (float
-    or () tensor) and ``direction`` (B, K, 3), the unit vector towards the light in each
-    primitive's frame."""
+    """Lambert lighting in the primitives' local frames: ``ambient`` and ``intensity``
+    (B, K) per image and primitive, and ``direction`` (B, K, 3), the unit vector towards the
+    light in each primitive's frame."""
 
     ambient: float | torch.Tensor
     intensity: float | torch.Tensor
@@ -81,9 +81,12 @@ def make_frame(
     rotation: torch.Tensor,
     position: torch.Tensor,
     lighting,
+    color_transform=None,
 ) -> Frame:
     """The :class:`Frame` of a render call. rotation (B|1, K, 3, 3) and position (B|1, K, 3)
-    world_from_body; ``lighting`` a ``Lighting`` (world frame) or None."""
+    world_from_body; ``lighting`` a ``Lighting`` (world frame; per image when its values
+    have a batch axis) or None; ``color_transform`` (B|1, K, 3, 4) or None only counts
+    towards the batch size."""
     dtype, device = position.dtype, position.device
     K = len(prims)
     if rotation.dim() != 4 or rotation.shape[-3] != K or position.shape[-2] != K:
@@ -91,7 +94,9 @@ def make_frame(
             f"render: {K} primitives but rotation {tuple(rotation.shape)} and position "
             f"{tuple(position.shape)} (expected (B, K, 3, 3) and (B, K, 3))"
         )
-    B = max(cam.batch_size, rotation.shape[0], position.shape[0])
+    light_batch = 1 if lighting is None else lighting_batch(lighting)
+    transform_batch = color_transform.shape[0] if isinstance(color_transform, torch.Tensor) else 1
+    B = max(cam.batch_size, rotation.shape[0], position.shape[0], light_batch, transform_batch)
     H, W = cam.height, cam.width
     R = rotation.expand(B, K, 3, 3)
     pos = position.expand(B, K, 3)
@@ -107,16 +112,43 @@ def make_frame(
     uv_scale = torch.tensor(repeats, dtype=dtype, device=device)
     light = None
     if lighting is not None:
-        ldir = torch.as_tensor(lighting.direction, dtype=dtype, device=device)
-        ldir = ldir / torch.linalg.vector_norm(ldir)
-        l_local = (Rt @ ldir.view(1, 1, 3, 1)).squeeze(-1)  # (B, K, 3)
-        light = Light(lighting.ambient, lighting.intensity, l_local)
+        ldir = torch.as_tensor(lighting.direction, dtype=dtype, device=device).reshape(-1, 3)
+        ldir = ldir / torch.linalg.vector_norm(ldir, dim=-1, keepdim=True)
+        l_local = (Rt @ ldir.view(-1, 1, 3, 1)).squeeze(-1)  # (B, K, 3)
+        ambient, intensity = (
+            torch.as_tensor(x, dtype=dtype, device=device).reshape(-1, 1).expand(B, K)
+            for x in (lighting.ambient, lighting.intensity)
+        )
+        light = Light(ambient, intensity, l_local)
     xs = torch.arange(W, dtype=dtype, device=device) + 0.5
     ys = torch.arange(H, dtype=dtype, device=device) + 0.5
     dxp = (xs.unsqueeze(0) - cx.unsqueeze(1)) / fx.unsqueeze(1)  # (B, W)
     dyp = (ys.unsqueeze(0) - cy.unsqueeze(1)) / fy.unsqueeze(1)  # (B, H)
     codes = tuple(p.code for p in prims)
     return Frame(A, o, h, fx, fy, cx, cy, uv_scale, repeats, codes, light, B, K, H, W, dxp, dyp)
+
+
+def lighting_batch(lighting) -> int:
+    """The number of images a ``Lighting`` is given for: 1 for one light, else the length
+    of its per-image values (ambient and intensity (B,), direction (B, 3)); a ValueError
+    names the field whose shape does not fit."""
+    sizes = {}
+    for name, per_image_dims in (("ambient", 1), ("direction", 2), ("intensity", 1)):
+        value = getattr(lighting, name)
+        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else ()
+        if name == "direction":
+            shape = tuple(torch.as_tensor(value).shape) if not shape else shape
+            ok = shape == (3,) or (len(shape) == 2 and shape[1] == 3)
+        else:
+            ok = len(shape) <= 1
+        if not ok:
+            expected = "(3,) or (B, 3)" if name == "direction" else "a number, () or (B,)"
+            raise ValueError(f"render: Lighting.{name} must be {expected}, got shape {shape}")
+        if len(shape) == per_image_dims and shape[0] != 1:
+            sizes[name] = shape[0]
+    if len(set(sizes.values())) > 1:
+        raise ValueError(f"render: Lighting's per-image values disagree on the batch: {sizes}")
+    return next(iter(sizes.values()), 1)
 
 
 def _local_dirs(A, dx, dy):

@@ -16,11 +16,13 @@ from .geometry import Vec, ray_hit, shading, texture_coords
 from .nearest import _nearest
 from .planar import (
     G_A,
+    G_AMBIENT,
     G_CX,
     G_CY,
     G_FX,
     G_FY,
     G_H,
+    G_INTENSITY,
     G_LIGHT,
     G_O,
     G_SU,
@@ -168,5 +170,5 @@ def _generic_at(code, gen, bk, x, y, light):
     shade = None
     if light is not None:
         l_dir = Vec(*g[G_LIGHT])
-        shade = shading(code, p, d, h, l_dir, light.ambient, light.intensity, two_sided=True)
+        shade = shading(code, p, d, h, l_dir, g[G_AMBIENT], g[G_INTENSITY], two_sided=True)
     return depth, u * g[G_SU], v * g[G_SV], shade

@@ -25,9 +25,9 @@ from .shading import planar_shade
 # planar table columns: forms U, V, D (3 coefficients each), -o_z (depth = -o_z / D), the
 # (u, v) offsets u0, v0, then the shading factor when lit: (B, K, 12 | 13)
 P_U, P_V, P_D, P_DEPTH, P_U0, P_V0, P_SHADE = 0, 3, 6, 9, 10, 11, 12
-# generic table columns: A (9, row-major), o (3), h (3), su, sv, fx, fy, cx, cy, then the
-# local light direction (3) when lit: (B, K, 21 | 24)
-G_A, G_SU, G_SV, G_FX, G_FY, G_CX, G_CY = 0, 15, 16, 17, 18, 19, 20
+# generic table columns: A (9, row-major), o (3), h (3), su, sv, fx, fy, cx, cy, then when
+# lit the local light direction (3), the ambient and the intensity: (B, K, 21 | 26)
+G_A, G_SU, G_SV, G_FX, G_FY, G_CX, G_CY, G_AMBIENT, G_INTENSITY = 0, 15, 16, 17, 18, 19, 20, 24, 25
 G_O, G_H, G_LIGHT = slice(9, 12), slice(12, 15), slice(21, 24)
 
 
@@ -68,7 +68,7 @@ class Tables(NamedTuple):
     """Per-(b, k) tables of ``_tables``.
 
     plan (B, K, 12|13) differentiable planar forms (columns P_*) or None without planar
-    primitives; gen (B, K, 21|24) differentiable generic parameters (columns G_*) or None
+    primitives; gen (B, K, 21|26) differentiable generic parameters (columns G_*) or None
     without generic primitives; test: no-grad :class:`PlanarTest`; A (B, K, 3, 3), o, h
     (B, K, 3) detached geometry; dx (B, W), dy (B, H) no-grad camera ray slopes.
     """
@@ -130,14 +130,15 @@ def _tables(f: Frame) -> Tables:
         cols = [forms.U, forms.V, forms.D, -oz, forms.u0, forms.v0]
         if f.light is not None:
             amb, inten, l_local = f.light
-            cols.append(planar_shade(oz, l_local[..., 2:3], amb, inten))
+            cols.append(planar_shade(oz, l_local[..., 2:3], amb.unsqueeze(-1), inten.unsqueeze(-1)))
         plan = torch.cat(cols, -1)
     gen = None
     if generic:
         f4 = torch.stack([f.fx, f.fy, f.cx, f.cy], -1).unsqueeze(1).expand(B, K, 4)
         cols = [f.A.reshape(B, K, 9), f.o, f.h, f.uv_scale.unsqueeze(0).expand(B, K, 2), f4]
         if f.light is not None:
-            cols.append(f.light.direction)
+            light = f.light
+            cols += [light.direction, light.ambient.unsqueeze(-1), light.intensity.unsqueeze(-1)]
         gen = torch.cat(cols, -1)
 
     with torch.no_grad():

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from .appearance import transform_colours
 from .composite import _channels_first, composite, make_plan
 from .frame import Frame
 from .geometry import columns, local_rays, shading, soft_geometry, texture_coords
@@ -65,9 +66,12 @@ class SoftImage(NamedTuple):
     depth: torch.Tensor
 
 
-def _soft(f: Frame, atlas, bg, sigma: float, max_chunk: int, w0, ids: bool = True) -> SoftImage:
+def _soft(
+    f: Frame, atlas, bg, sigma: float, max_chunk: int, w0, ids: bool = True, transform=None
+) -> SoftImage:
     """Soft silhouettes, composited front to back over ``bg``, and (``ids``; else None) the
-    hard winner's id and depth from the same samples.
+    hard winner's id and depth from the same samples; ``transform`` (B|1, K, 3, 4) maps the
+    texture colours per image and primitive (`appearance`), or None.
 
     Shapes: bg (B|1, H*W, 3); sigma in samples (px); ``w0`` (B|1, H, W): inverse depth (1/m)
     of a pre-rendered layer (``bg``) or None; primitive samples at or behind it get coverage
@@ -80,7 +84,7 @@ def _soft(f: Frame, atlas, bg, sigma: float, max_chunk: int, w0, ids: bool = Tru
     """
     B, P = f.B, f.H * f.W
     margin = sigma * _SOFT_TAIL[f.o.dtype]
-    samples = _soft_samples(f, atlas, sigma, margin, max_chunk, w0)
+    samples = _soft_samples(f, atlas, sigma, margin, max_chunk, w0, transform)
     if samples is None:  # a copy: never a view of a pre-rendered layer the caller keeps
         image = _channels_first(bg, B)
         if not ids:
@@ -105,7 +109,7 @@ def _winner_images(s: Samples, winners, n_pix: int):
     return object_id, s.depth.new_zeros(n_pix).index_put((pix,), s.depth[winners])
 
 
-def _soft_samples(f: Frame, atlas, sigma: float, margin: float, max_chunk: int, w0):
+def _soft_samples(f: Frame, atlas, sigma: float, margin: float, max_chunk: int, w0, transform):
     """Every primitive's :class:`Samples` at the pixels its soft edge reaches
     (`reach.kept_pixels` of `reach.candidates`); None when no pixel is kept.
 
@@ -138,7 +142,12 @@ def _soft_samples(f: Frame, atlas, sigma: float, margin: float, max_chunk: int, 
     )
     # each block's texture in the atlas: offset, width, height, repeat (Python numbers)
     textures = [(a, b, *atlas.level0[k]) for k, a, b in blocks]
-    colour = sample_quad_blocks(atlas.quad, u, v, textures, shade)
+    if transform is None:
+        colour = sample_quad_blocks(atlas.quad, u, v, textures, shade)
+    else:
+        colour = sample_quad_blocks(atlas.quad, u, v, textures)
+        colour = transform_colours(colour, transform, pid // (f.H * f.W), prim)
+        colour = colour if shade is None else colour * shade.unsqueeze(1)
     return Samples(pid, prim, alpha, depth, colour, hit, tuple(blocks))
 
 
@@ -192,7 +201,8 @@ def _piece(f: Frame, k: int, b0: int, b1: int, pix, sigma, A, o, h, dxp, dyp, fx
     shade = None
     if light is not None:
         l_k = columns(light.direction[b0:b1, k])
-        shade = shading(code, g.point, d, hk, l_k, light.ambient, light.intensity)
+        ambient, intensity = light.ambient[b0:b1, k, None], light.intensity[b0:b1, k, None]
+        shade = shading(code, g.point, d, hk, l_k, ambient, intensity)
     alpha = torch.sigmoid(g.sd / sigma)
     hit = g.hit
     if w0c is not None:  # depth * w0 < 1 <=> nearer than the layer (0 where it is empty)

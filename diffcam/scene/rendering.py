@@ -48,7 +48,8 @@ def static_layer(scene: Scene, rot, pos, kwargs) -> _StaticLayer | None:
     static = scene._static
     if not static or not scene._dynamic:
         return None
-    sources = layer_sources(scene, kwargs["lighting"], kwargs["background"])
+    transform = kwargs.get("color_transform")
+    sources = layer_sources(scene, kwargs["lighting"], kwargs["background"], transform)
     if any(isinstance(x, torch.Tensor) and x.requires_grad for x in sources):
         return None
     s = int(kwargs.get("supersample", 1))
@@ -72,7 +73,8 @@ def static_layer(scene: Scene, rot, pos, kwargs) -> _StaticLayer | None:
         out = render_buffers(
             scene.camera.scaled(s) if s > 1 else scene.camera,
             [scene.primitives[i] for i in static], srot, spos,
-            **{**kwargs, "supersample": 1, "edge_softness": softness * s},
+            **{**kwargs, "supersample": 1, "edge_softness": softness * s,
+               "color_transform": None if transform is None else transform[:, static]},
         )  # fmt: skip
     # body ids at the samples `render_buffers` reports ids of: (s // 2, s // 2) per pixel
     oid = out.object_id[:, s // 2 :: s, s // 2 :: s]
@@ -83,12 +85,12 @@ def static_layer(scene: Scene, rot, pos, kwargs) -> _StaticLayer | None:
     return scene._layer_cache
 
 
-def layer_sources(scene: Scene, lighting, background) -> list:
+def layer_sources(scene: Scene, lighting, background, color_transform=None) -> list:
     """Everything besides the static poses that the static layer's pixels depend on:
     tensors (compared by identity and version) and plain values."""
     cam = scene.camera
     items = [cam.fx, cam.fy, cam.cx, cam.cy, cam.rotation, cam.translation]
-    items += [cam.width, cam.height, cam.batch_size, background]
+    items += [cam.width, cam.height, cam.batch_size, background, color_transform]
     if lighting is not None:
         items += [lighting.ambient, lighting.direction, lighting.intensity]
     for i in scene._static:
@@ -122,11 +124,43 @@ def render_states(scene: Scene, states, frames_per_call: int = 16, window=None, 
                 origins, size = window
                 crop = (origins[start : start + frames_per_call].flatten(0, 1), size)
             camera, primitives = tiled(scene, m, crop)
-            out = render_buffers(camera, primitives, chunk[1], chunk[0], **kwargs)
+            per_frame = tiled_per_image(kwargs, batch, m)
+            out = render_buffers(camera, primitives, chunk[1], chunk[0], **per_frame)
         parts.append(out)
     return RenderBuffers(
         *(torch.cat(fields, 0).unflatten(0, (frames, batch)) for fields in zip(*parts, strict=True))
     )
+
+
+def tiled_per_image(kwargs: dict, batch: int, m: int) -> dict:
+    """``kwargs`` of a render call for ``batch`` images with its per-image values (a
+    ``Lighting``'s, ``color_transform``, a (B, 3) or (B, 3, H, W) ``background``) repeated
+    for m frames (m * B images, frame-major)."""
+    if batch == 1 or m == 1:
+        return kwargs
+
+    def rep(x):
+        if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] == batch:
+            return x.repeat(m, *([1] * (x.dim() - 1)))
+        return x
+
+    out = dict(kwargs)
+    light = out.get("lighting")
+    if light is not None:
+        out["lighting"] = type(light)(
+            rep(light.ambient),
+            light.direction if _dims(light.direction) < 2 else rep(light.direction),
+            rep(light.intensity),
+        )
+    if out.get("color_transform") is not None:
+        out["color_transform"] = rep(out["color_transform"])
+    if _dims(out.get("background")) in (2, 4):
+        out["background"] = rep(out["background"])
+    return out
+
+
+def _dims(x) -> int:
+    return x.dim() if isinstance(x, torch.Tensor) else 0
 
 
 def tiled(scene: Scene, m: int, crop=None):

@@ -159,7 +159,8 @@ class Scene:
         """Draw every body at the state's pose: (B, 3, H, W) in [0, 1], differentiable.
 
         Keyword arguments go to `diffcam.render` (e.g. ``mipmap``, ``backend``; ``lighting``
-        replaces the file's ``[light]``, ``background`` the camera's background).
+        replaces the file's ``[light]``, ``background`` the camera's background;
+        ``color_transform`` (B|1, N, 3, 4) maps each body's colours per image).
 
         Static bodies are drawn once into a cached layer (image and depth) that only the
         moving bodies are rendered over, when that is safe: the camera, the light, the
@@ -222,6 +223,9 @@ class Scene:
             return draw(self.camera, self.primitives, rot, pos, **kwargs)
         kwargs.pop("background")
         dyn = self._dynamic
+        transform = kwargs.pop("color_transform", None)
+        if transform is not None:
+            kwargs["color_transform"] = transform[:, dyn]
         out = draw(
             self.camera, [self.primitives[i] for i in dyn], rot[:, dyn], pos[:, dyn],
             background=layer.image, background_depth=layer.depth, **kwargs,

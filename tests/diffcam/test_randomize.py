@@ -128,12 +128,14 @@ def test_randomized_camera_and_light_within_ranges(scene3):
     cos = ((rel.diagonal(dim1=-2, dim2=-1).sum(-1) - 1) / 2).clamp(-1, 1)
     assert float(torch.rad2deg(torch.acos(cos)).max()) <= 2.0 * math.sqrt(3) + 1e-3
     nominal = torch.as_tensor(scene3.lighting.direction)
+    light = rs.lighting
+    assert light.direction.shape == (3, 3) and light.ambient.shape == (3,)
     for b in range(3):
-        light = rs._views[b].lighting
-        d = torch.as_tensor(light.direction)
+        d = light.direction[b]
         cos = torch.dot(d, nominal) / (d.norm() * nominal.norm())
         assert float(torch.rad2deg(torch.acos(cos.clamp(-1, 1)))) <= 15.0 + 1e-3
-        assert 0.5 <= float(light.ambient / scene3.lighting.ambient) <= 0.6
+        assert 0.5 <= float(light.ambient[b] / scene3.lighting.ambient) <= 0.6
+        assert float(light.intensity[b]) == pytest.approx(float(scene3.lighting.intensity))
 
 
 # --------------------------------------------------------------------------- rendering
@@ -160,8 +162,8 @@ def test_each_episode_is_the_scene_drawn_with_its_render_arguments(scene3):
     rs = randomize(scene3, r, gen(2))
     state = moved(scene3)
     images = rs.render(state)
+    light = rs.lighting
     for b in range(3):
-        view = rs._views[b]
         cam = rs.camera
         shift = cam.translation[b] - scene3.camera.translation[0]
         target = torch.tensor([0.0, 0.0, 1.2]) + shift  # the file's look_at, moved alike
@@ -169,7 +171,8 @@ def test_each_episode_is_the_scene_drawn_with_its_render_arguments(scene3):
         one = diffcam.load_scene(SCENE, batch_size=1, overrides={**SMALL, **overrides})
         assert torch.allclose(one.camera.translation, cam.translation[b : b + 1], atol=1e-6)
         assert torch.allclose(one.camera.rotation, cam.rotation[b : b + 1], atol=1e-6)
-        ref = one.render(state[b : b + 1], lighting=view.lighting)
+        lighting = diffcam.Lighting(light.ambient[b], light.direction[b], light.intensity[b])
+        ref = one.render(state[b : b + 1], lighting=lighting)
         assert torch.allclose(images[b : b + 1], ref, atol=1e-5)
 
 
@@ -219,8 +222,11 @@ def test_each_randomisation_changes_the_image(scene3):
     for name, value in single.items():
         image = randomize(scene3, Randomization(**{name: value}), gen(0)).render(state)
         assert float((image - plain).abs().mean()) > 1e-3, name
-    # background: invisible in this scene (the backdrop hides it); visible without the backdrop
-    assert randomize(scene3, Randomization(procedural_background=1.0), gen(0))._views is not None
+    # background: invisible in this scene (the backdrop hides it), but drawn per episode
+    rs = randomize(scene3, Randomization(procedural_background=1.0), gen(0))
+    background = rs._episode_arguments(slice(None), 1)["background"]
+    assert background.shape == (3, 3, 24, 72)
+    assert float((background[0] - background[1]).abs().mean()) > 1e-2
 
 
 def test_pose_gradient_matches_finite_differences_float64():
@@ -373,3 +379,36 @@ def test_swingup_training_and_evaluation_with_randomization(tiny_pendulum_cart):
 
     first = run(3)
     assert first == run(3) and first["starts"] == 2
+
+
+def test_texture_jitter_is_color_jitter_of_each_body_texture(scene3):
+    """Episode b's body colours = the scene drawn alone with every body's texture (or flat
+    colour) put through `color_jitter` with that episode's values (mild values: nothing
+    clamps, so one clamp at the end is the same as one after each operation)."""
+    r = Randomization(
+        texture_brightness=(0.8, 0.95),
+        texture_contrast=(0.85, 1.0),
+        texture_saturation=(0.8, 1.0),
+        texture_hue=(-0.02, 0.02),
+    )
+    scene = diffcam.load_scene(SCENE, batch_size=3, overrides=SMALL, dtype=torch.float64)
+    rs = randomize(scene, r, gen(4))
+    state = moved(scene)
+    images = rs.render(state, edge_softness=0.5)
+    assert float((images - scene.render(state, edge_softness=0.5)).abs().max()) > 1e-2
+    p = rs.params
+    for b in range(3):
+        one = diffcam.load_scene(SCENE, batch_size=1, overrides=SMALL, dtype=torch.float64)
+        for k, prim in enumerate(one.primitives):
+            values = [float(getattr(p, f"texture_{n}")[b, k]) for n in r_names()]
+            if prim.texture is not None:
+                prim.texture = color_jitter(prim.texture[None], *values)[0]
+            else:
+                colour = torch.as_tensor(prim.color, dtype=torch.float64).view(1, 3, 1, 1)
+                prim.color = color_jitter(colour, *values).view(3)
+        ref = one.render(state[b : b + 1], edge_softness=0.5)
+        torch.testing.assert_close(images[b : b + 1], ref, atol=1e-9, rtol=0)
+
+
+def r_names():
+    return ("brightness", "contrast", "saturation", "hue")
