@@ -45,9 +45,10 @@ class RandomizedScene:
     ``render``, ``render_buffers`` and ``render_trajectory`` draw element b with episode b's
     body colours, light, background and camera, then apply its colour jitter and sensor
     noise to the image. ``camera`` is the randomised (batch B) camera, ``lighting`` the
-    per-episode light and ``color_transform`` the bodies' per-episode colour maps. A state of batch 1 is drawn as
-    episode 0 (e.g. a video of the first episode). Sensor noise is drawn per frame from one
-    generator per episode, seeded by ``params.noise_seed``; `reset_noise` re-seeds them.
+    per-episode light and ``color_transform`` the bodies' per-episode colour maps. A state
+    of batch 1 is drawn as episode 0 (e.g. a video of the first episode). Sensor noise is
+    drawn per frame from one generator per episode, seeded by ``params.noise_seed``;
+    `reset_noise` re-seeds them.
     Keyword arguments ``lighting``, ``background`` or ``color_transform`` given to a render
     call replace the randomised ones.
     """
@@ -148,9 +149,9 @@ class RandomizedScene:
         """(B, N, 3, 4) affine colour map per episode and body (`diffcam.render`'s
         ``color_transform``): `color_jitter`'s brightness, contrast (about the brightened
         texture's mean grey; a flat colour's own grey), saturation and YIQ hue rotation on
-        the texture, with one clamp at the end instead of one after each;
-        None when every map is the identity. A body in a procedural texture keeps the
-        identity (its colours are drawn already)."""
+        the texture, with one clamp at the end instead of one after each; None when every
+        map is the identity. A body in a procedural texture keeps the identity (its colours
+        are drawn already)."""
         p = self._p
         values = [p[f"texture_{n}"] for n in ("brightness", "contrast", "saturation", "hue")]
         bright, contrast, sat, hue = values
@@ -170,7 +171,8 @@ class RandomizedScene:
             [self.base.primitives[k].texture is None for k in range(N)], device=device
         )
         c = contrast.unsqueeze(-1).unsqueeze(-1)
-        # contrast: towards the texture's mean grey (a constant), or a flat colour's own grey
+        # contrast: towards the brightened texture's mean grey (a constant per episode and
+        # body), or towards a flat colour's own grey (linear in the colour)
         lin_c = c * eye + torch.where(flat.view(1, N, 1, 1), (1 - c) * w.view(1, 1, 1, 3), 0.0)
         grey = bright.unsqueeze(-1) * grey_of_mean.view(1, N, 1)  # after the brightness
         off_c = torch.where(flat.view(1, N, 1), 0.0, (1 - c[..., 0]) * grey).expand(B, N, 3)
