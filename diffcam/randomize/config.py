@@ -46,7 +46,8 @@ class Randomization:
     backdrop is a body, that body's texture is the background that shows):
         background_offset: added to each channel (0), clamped to [0, 1].
         procedural_background: probability (0) of a procedural texture instead.
-    Image (after rendering, per episode):
+    Image (after rendering, per episode; `color_jitter_fused`: the four composed into one
+    affine colour map per image, clamped to [0, 1] once, at the end):
         brightness, contrast, saturation: factors ((1, 1)), torchvision's formulas.
         hue: shift in turns ((0, 0)).
         noise_std: std of Gaussian read noise per pixel ((0, 0)).

@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import torch
 
 from .config import Randomization
-from .image_ops import GREY_WEIGHTS, color_jitter, hue_matrix, sensor_noise, to_grey
+from .image_ops import color_jitter_fused, jitter_matrix, sensor_noise, to_grey
 from .sampling import EpisodeParams
 from .textures import procedural_texture
 
@@ -164,24 +164,16 @@ class RandomizedScene:
             return None
         B, N = bright.shape
         dtype, device = bright.dtype, bright.device
-        eye = torch.eye(3, dtype=dtype, device=device)
-        w = torch.tensor(GREY_WEIGHTS, dtype=dtype, device=device)
-        grey_of_mean = torch.stack([self._mean_grey(k, dtype, device) for k in range(N)])  # (N,)
-        flat = torch.tensor(
-            [self.base.primitives[k].texture is None for k in range(N)], device=device
-        )
-        c = contrast.unsqueeze(-1).unsqueeze(-1)
         # contrast: towards the brightened texture's mean grey (a constant per episode and
         # body), or towards a flat colour's own grey (linear in the colour)
-        lin_c = c * eye + torch.where(flat.view(1, N, 1, 1), (1 - c) * w.view(1, 1, 1, 3), 0.0)
-        grey = bright.unsqueeze(-1) * grey_of_mean.view(1, N, 1)  # after the brightness
-        off_c = torch.where(flat.view(1, N, 1), 0.0, (1 - c[..., 0]) * grey).expand(B, N, 3)
-        s = sat.unsqueeze(-1).unsqueeze(-1)
-        lin_s = s * eye + (1 - s) * w.view(1, 1, 1, 3)  # rows: s e_i + (1 - s) w
-        lin_h = hue_matrix(hue.reshape(-1)).view(B, N, 3, 3)
-        lin = lin_h @ lin_s @ lin_c * bright.unsqueeze(-1).unsqueeze(-1)
-        off = (lin_h @ lin_s @ off_c.unsqueeze(-1)).squeeze(-1)
-        transform = torch.cat([lin, off.unsqueeze(-1)], -1)
+        grey = torch.stack([self._mean_grey(k, dtype, device) for k in range(N)])  # (N,)
+        textured = jitter_matrix(bright, contrast, sat, hue, grey.expand(B, N))
+        flat = jitter_matrix(bright, contrast, sat, hue)
+        is_flat = torch.tensor(
+            [self.base.primitives[k].texture is None for k in range(N)], device=device
+        )
+        transform = torch.where(is_flat.view(1, N, 1, 1), flat, textured)
+        eye = torch.eye(3, dtype=dtype, device=device)
         identity = torch.cat([eye, torch.zeros(3, 1, dtype=dtype, device=device)], -1)
         procedural = p["procedural"].view(B, N, 1, 1)
         return torch.where(procedural, identity, transform)
@@ -359,9 +351,11 @@ class RandomizedScene:
         def values(name):
             return p[name].to(image.dtype)[idx] if self._active(name) else None
 
-        image = color_jitter(
-            image, values("brightness"), values("contrast"), values("saturation"), values("hue")
-        )
+        jitter = [values(n) for n in ("brightness", "contrast", "saturation", "hue")]
+        if any(v is not None for v in jitter):
+            identity = (1.0, 1.0, 1.0, 0.0)
+            jitter = [i if v is None else v for v, i in zip(jitter, identity, strict=True)]
+            image = color_jitter_fused(image, *jitter)
         if self._active("noise_std") or self._active("shot_noise"):
             shape = image.shape[1:]
             eps = torch.stack(

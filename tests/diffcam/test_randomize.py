@@ -412,3 +412,28 @@ def test_texture_jitter_is_color_jitter_of_each_body_texture(scene3):
 
 def r_names():
     return ("brightness", "contrast", "saturation", "hue")
+
+
+def test_fused_color_jitter_is_color_jitter_where_nothing_clamps():
+    """One affine map per image = the four operations in turn (mild values, colours inside
+    [0.2, 0.8]: no intermediate clamp), values and gradients to the image; with strong
+    values it still stays in [0, 1]."""
+    from diffcam.randomize import color_jitter_fused
+
+    x = (
+        0.2 + 0.6 * torch.rand((3, 3, 5, 7), generator=gen(1), dtype=torch.float64)
+    ).requires_grad_()
+    values = [
+        torch.tensor(v, dtype=torch.float64)
+        for v in ([0.9, 1.05, 1.1], [0.9, 1.1, 1.0], [0.8, 1.2, 1.0], [0.03, -0.05, 0.0])
+    ]
+    fused, ref = color_jitter_fused(x, *values), color_jitter(x, *values)
+    torch.testing.assert_close(fused, ref, atol=1e-12, rtol=0)
+    w = torch.rand(x.shape, generator=gen(2), dtype=torch.float64)
+    (g_fused,) = torch.autograd.grad((fused * w).sum(), x)
+    (g_ref,) = torch.autograd.grad((ref * w).sum(), x)
+    torch.testing.assert_close(g_fused, g_ref, atol=1e-12, rtol=0)
+    strong = color_jitter_fused(x, 3.0, 2.0, 3.0, 0.4)
+    strong = strong.detach()
+    assert float(strong.min()) >= 0 and float(strong.max()) <= 1
+    assert float((strong - x).abs().max()) > 0.1
