@@ -27,8 +27,10 @@ def test_the_shipped_state_controller_swings_up_and_holds_the_pole():
 
 @pytest.mark.usefixtures("single_thread")
 def test_the_shipped_pixel_controller_swings_up_and_holds_the_pole_from_pixels():
-    # The hanging start for 20 s (the full evaluation, 90 s and 21 starts, is the example's
-    # --evaluate): it is up after about 10 s and must then stay within 0.2 rad.
+    # The hanging start for 30 s (the full evaluation, 90 s and 21 starts, is the example's
+    # --evaluate): it must be up and within 0.2 rad over the last 5 s. The swing-up is
+    # chaotic: last-bit changes of the frames move it (8 hanging starts 1e-4 rad apart were
+    # all up by 30 s, 2 of them not yet at 20 s), so the test leaves it 25 s.
     weights = ROOT / "examples" / "weights" / "pendulum_swingup_pixels.pt"
     policy, config, info = swingup.load_policy(weights, 30.0)
     assert config.observation == "pixels" and config.edge_softness > 0
@@ -37,7 +39,7 @@ def test_the_shipped_pixel_controller_swings_up_and_holds_the_pole_from_pixels()
     episodes = swingup.SwingUpEpisodes(scene, policy, config).eval()
     state = swingup.states_from_starts(scene, torch.zeros(1, 4), episodes.cartpole)
     with torch.no_grad():
-        trajectory = episodes.rollout(state, config.steps(0.01, 20.0)).trajectory
+        trajectory = episodes.rollout(state, config.steps(0.01, 30.0)).trajectory
     error = swingup.upright_error(trajectory, episodes.cartpole)[:, 0]
     assert error[-500:].max() < 0.2  # the last 5 s
     assert error[0] > 3.1  # and it did start hanging (pi from upright)
