@@ -164,10 +164,10 @@ class Scene:
 
         Static bodies are drawn once into a cached layer (image and depth) that only the
         moving bodies are rendered over, when that is safe: the camera, the light, the
-        background and the static bodies' sizes, textures, colours and file poses do not
-        require grad (the layer is re-drawn when any of them, the static poses in ``state``,
-        the resolution, ``supersample``, ``edge_softness``, ``mipmap``, dtype or device
-        change). With hard edges the result equals the full render, gradients included,
+        background, the colour maps and the static bodies' sizes, textures, colours and file
+        poses do not require grad (the layer is re-drawn when any of them, or the tensor
+        object that holds them, the static poses in ``state``, the resolution,
+        ``supersample``, ``edge_softness``, ``mipmap``, dtype or device change). With hard edges the result equals the full render, gradients included,
         except that the state's *static* rows get no gradient (static bodies do not move;
         to differentiate with respect to their poses, pass ``static_cache=False``). With
         ``edge_softness > 0`` the static layer is soft-edged on its own and then is the
