@@ -202,18 +202,14 @@ class RandomizedScene:
         bg = torch.as_tensor(bg, dtype=dtype, device=device)
         if bg.dim() == 1 and not bool(procedural.any()):
             out = (bg.view(1, 3) + offset).clamp(0.0, 1.0)  # (B, 3)
-        else:
-            images = []
-            for b in range(self.base.batch_size):
-                if bool(procedural[b]):
-                    texture = procedural_texture(
-                        int(p["background_seed"][b]), dtype=dtype, device=device
-                    )
-                    images.append(background_image(texture, height, width, dtype, device))
-                else:
-                    image = background_image(bg, height, width, dtype, device)
-                    images.append((image + offset[b].view(1, 3, 1, 1)).clamp(0.0, 1.0))
-            out = torch.cat(images, 0)
+        else:  # the file's background once, offset per episode; generated ones replace it
+            image = background_image(bg, height, width, dtype, device)
+            out = (image + offset.view(-1, 3, 1, 1)).clamp(0.0, 1.0)
+            for b in procedural.nonzero().view(-1).tolist():
+                texture = procedural_texture(
+                    int(p["background_seed"][b]), dtype=dtype, device=device
+                )
+                out[b] = background_image(texture, height, width, dtype, device)[0]
         self._background_cache = (key, out)
         return out
 

@@ -21,8 +21,8 @@ class Light(NamedTuple):
     (B, K) per image and primitive, and ``direction`` (B, K, 3), the unit vector towards the
     light in each primitive's frame."""
 
-    ambient: float | torch.Tensor
-    intensity: float | torch.Tensor
+    ambient: torch.Tensor
+    intensity: torch.Tensor
     direction: torch.Tensor
 
 
