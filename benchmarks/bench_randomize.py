@@ -22,6 +22,7 @@ Usage: python benchmarks/bench_randomize.py [--batch 8 64] [--repeats 5] [--thre
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -49,26 +50,25 @@ def _state(scene, generator):
     return state.__class__(pos, state.rotation, state.linear_velocity, state.angular_velocity)
 
 
-def _per_episode(rs, state, softness):
-    """The episodes of ``rs`` drawn one render call each (camera, light, colour maps)."""
-    scene = rs.base
+def _per_episode(rs, views, state, softness):
+    """The episodes of ``rs`` drawn one render call each (camera, light, colour maps), with
+    ``views[b]``: episode b's view of the scene (its camera and its own static layer)."""
     images = []
-    for b in range(scene.batch_size):
+    for b, view in enumerate(views):
         one = state.__class__(*(x[b : b + 1] for x in state.tensors()))
-        view = rs._episode_views.get(b) or _view(rs, b)
         kw = rs._episode_arguments(slice(b, b + 1), 1)
         images.append(view.render(one, edge_softness=softness, **kw))
     return torch.cat(images)
 
 
-def _view(rs, b):
-    import copy
-
-    view = copy.copy(rs.base)
-    view.camera = rs._camera_of(b)
-    view._layer_cache = None
-    rs._episode_views_bench = getattr(rs, "_episode_views_bench", {})
-    return rs._episode_views_bench.setdefault(b, view)
+def _episode_views(rs) -> list:
+    views = []
+    for b in range(rs.base.batch_size):
+        view = copy.copy(rs._episode_views.get(b, rs.base))
+        view.camera = rs._camera_of(b)
+        view._layer_cache = None
+        views.append(view)
+    return views
 
 
 def run_case(B: int, softness: float, repeats: int) -> dict:
@@ -78,6 +78,7 @@ def run_case(B: int, softness: float, repeats: int) -> dict:
     state = _state(scene, g)
     cam = scene.camera
     grad = torch.rand((B, 3, cam.height, cam.width), generator=g)
+    views = _episode_views(rs)
 
     def timed(draw):
         pos = state.position.clone().requires_grad_(True)
@@ -90,7 +91,7 @@ def run_case(B: int, softness: float, repeats: int) -> dict:
     ways = {
         "plain": lambda st: scene.render(st, edge_softness=softness),
         "batched": lambda st: rs.render(st, edge_softness=softness),
-        "per_episode": lambda st: _per_episode(rs, st, softness),
+        "per_episode": lambda st: _per_episode(rs, views, st, softness),
     }
     times = {name: [] for name in ways}
     for r in range(repeats + 1):
