@@ -59,7 +59,12 @@ def static_layer(scene: Scene, rot, pos, kwargs) -> _StaticLayer | None:
         s, softness, bool(kwargs.get("mipmap", False)), rot.dtype, rot.device,
     )  # fmt: skip
     srot, spos = rot[:, static].detach(), pos[:, static].detach()
-    if srot.shape[0] > 1 and bool((srot == srot[:1]).all()) and bool((spos == spos[:1]).all()):
+    if (
+        srot.shape[0] > 1
+        and not _varies_per_image(scene.camera, kwargs["lighting"], kwargs["background"], transform)
+        and bool((srot == srot[:1]).all())
+        and bool((spos == spos[:1]).all())
+    ):
         srot, spos = srot[:1], spos[:1]  # one layer for the whole batch
     layer = scene._layer_cache
     if (
@@ -83,6 +88,25 @@ def static_layer(scene: Scene, rot, pos, kwargs) -> _StaticLayer | None:
     coverage = F.avg_pool2d(out.coverage, s) if s > 1 else out.coverage
     scene._layer_cache = _StaticLayer(key, sources, srot, spos, out.image, out.depth, oid, coverage)
     return scene._layer_cache
+
+
+def _varies_per_image(camera, lighting, background, color_transform) -> bool:
+    """Whether the camera or an appearance value has a batch axis longer than 1 (a light,
+    background colours or colour maps given per image), so that one layer cannot serve the
+    whole batch even where the static poses agree."""
+    if camera.batch_size > 1:
+        return True
+    if color_transform is not None and color_transform.shape[0] > 1:
+        return True
+    if isinstance(background, torch.Tensor) and background.dim() in (2, 4):
+        if background.shape[0] > 1:  # colours (B, 3) or images (B, 3, H, W)
+            return True
+    if lighting is None:
+        return False
+    for value, single in ((lighting.ambient, 0), (lighting.intensity, 0), (lighting.direction, 1)):
+        if isinstance(value, torch.Tensor) and value.dim() > single and value.shape[0] > 1:
+            return True
+    return False
 
 
 def layer_sources(scene: Scene, lighting, background, color_transform=None) -> list:

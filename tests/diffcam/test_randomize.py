@@ -176,6 +176,31 @@ def test_each_episode_is_the_scene_drawn_with_its_render_arguments(scene3):
         assert torch.allclose(images[b : b + 1], ref, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"ambient_scale": (0.6, 1.4)},
+        {"light_direction_deg": 30.0, "intensity_scale": (0.7, 1.3)},
+        {"background_offset": 0.2},
+        {"texture_brightness": (0.7, 1.3), "texture_hue": (-0.1, 0.1)},
+    ],
+    ids=["ambient", "light", "background", "textures"],
+)
+def test_per_image_appearance_with_the_camera_fixed(scene3, fields):
+    """With the camera and the static poses the same in every episode, the static layer must
+    still be drawn per image when the light, background or colour maps differ per image."""
+    rs = randomize(scene3, Randomization(**fields), gen(3))
+    state = moved(scene3)
+    state = state.__class__(*(x[:1].expand_as(x).clone() for x in state.tensors()))
+    images = rs.render(state)
+    one = diffcam.load_scene(SCENE, batch_size=1, overrides=SMALL)
+    for b in range(3):
+        ref = one.render(state[b : b + 1], **rs._episode_arguments(slice(b, b + 1), 1))
+        assert torch.allclose(images[b : b + 1], ref, atol=1e-6), b
+    if "background_offset" not in fields:  # (the backdrop body hides the background)
+        assert float((images[0] - images[1]).abs().max()) > 1e-3
+
+
 def test_batch_elements_differ(scene3):
     state = moved(scene3)
     state = state.__class__(*(x[:1].expand_as(x) for x in state.tensors()))  # same state
