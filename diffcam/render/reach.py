@@ -19,7 +19,8 @@ from typing import NamedTuple
 
 import torch
 
-from ..primitives import BOX, CYLINDER, PLANE, RECT, silhouette_lines
+from ..primitives import BOX, CYLINDER, PLANE, RECT
+from ..silhouettes import silhouette_lines
 from .frame import Frame
 from .geometry import columns, local_rays, soft_geometry
 
@@ -125,7 +126,7 @@ def _edge_spans(f: Frame, code: int, ks: list[int], margin: float):
     silhouette distance of boxes or rectangles ``ks`` exceeds -margin.
 
     Their distance is the minimum over silhouette edges of a signed distance to the edge's
-    image line, affine in the pixel: ``a x + b(y)`` (`primitives.silhouette_lines`). On row y
+    image line, affine in the pixel: ``a x + b(y)`` (`silhouettes.silhouette_lines`). On row y
     each line allows x > (-margin - b) / a (a > 0) or x < (-margin - b) / a (a < 0), or the
     whole row or none (a = 0): the span is the intersection, exactly the pixels the per-pixel
     test keeps (up to ``_SPAN_SLACK``).
