@@ -3,7 +3,7 @@ texture coordinates and shading of one primitive kind at lists of pixels.
 
 Soft samples take `soft_geometry` (silhouette distance, depth, hit and the colouring point),
 hard hits `ray_hit`; both then `texture_coords` and `shading`. The same arithmetic as
-``primitives.intersect``, ``silhouettes.silhouette_distance(..., with_hit=True)``,
+``primitives.intersect``, ``primitive_silhouettes.silhouette_distance(..., with_hit=True)``,
 ``primitives.surface_uv`` and ``shading.shade_at`` (tests/diffcam/test_geometry.py holds
 them to those in float64, values and gradients), written on separate x, y, z tensors
 instead of (..., 3) vectors: a dot product is then five plain element-wise ops instead of a
@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 import torch
 
+from .. import primitive_silhouettes
 from .. import primitives as prim
-from .. import silhouettes
 from .._safe import safe_atan2, safe_div, safe_sqrt, tiny
 from ..autodiff import plain_autograd
 from ..primitives import BOX, CAPSULE, CYLINDER, PLANE, RECT, SPHERE, _lon
@@ -97,9 +97,9 @@ def _edges_sd(code, o: Vec, d: Vec, h: Vec, A, fx, fy):
     ``edges.edge_distance`` node (the reference under forward-mode AD)."""
     o3 = torch.cat([o.x, o.y, o.z], -1).unsqueeze(1)  # (nb, 1, 3)
     h3 = torch.cat([h.x, h.y, h.z], -1).unsqueeze(1)
-    starts, dirs, active = (silhouettes._rect_edges if code == RECT else silhouettes._box_edges)(
-        o3, h3
-    )
+    starts, dirs, active = (
+        primitive_silhouettes._rect_edges if code == RECT else primitive_silhouettes._box_edges
+    )(o3, h3)
     if code == BOX:  # at most 6 of the 12 edges are on the silhouette: those first, 6 kept
         keep = torch.argsort((~active).to(torch.uint8), dim=-1, stable=True)[..., :6]
         along = keep.unsqueeze(-1).expand(*keep.shape, 3)
@@ -113,7 +113,9 @@ def _edges_sd(code, o: Vec, d: Vec, h: Vec, A, fx, fy):
         sd = edge_distance(o3, d.stacked(), starts, dirs, active, Ak, fx, fy)
     else:
         zero = torch.zeros_like(o3)
-        sd = silhouettes._edge_planes_sd(o3, d.stacked(), starts, dirs, zero, active, Ak, fx, fy)
+        sd = primitive_silhouettes._edge_planes_sd(
+            o3, d.stacked(), starts, dirs, zero, active, Ak, fx, fy
+        )
     return sd[:, 0]
 
 

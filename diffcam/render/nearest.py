@@ -31,7 +31,7 @@ def _nearest(tabs: Tables, f: Frame, w0, px_chunk: int):
     if w0 is None:
         best_w = torch.zeros(B, H, W, dtype=dtype, device=device)
     else:
-        best_w = w0.expand(B, H, W).clone()
+        best_w = w0.new_empty(B, H, W).copy_(w0.expand(B, H, W))  # (not a slow clone)
     best_k = torch.full((B, H, W), -1, dtype=torch.long, device=device)
     # planar primitives first, then the others grouped by kind (the order ties resolve in)
     order = [k for k, c in enumerate(codes) if c in (PLANE, RECT)]

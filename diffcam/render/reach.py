@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 import torch
 
+from ..primitive_silhouettes import silhouette_lines
 from ..primitives import BOX, CYLINDER, PLANE, RECT
-from ..silhouettes import silhouette_lines
 from .frame import Frame
 from .geometry import columns, local_rays, soft_geometry
 
@@ -89,7 +89,7 @@ def _compact(keep, pix) -> PixelList | None:
     if n == 0:
         return None
     slot = torch.where(keep, keep.cumsum(1) - 1, n)  # the others to a dropped column n
-    out = pix[:, :1].expand(B, n + 1).clone()
+    out = pix.new_empty(B, n + 1).copy_(pix[:, :1].expand(B, n + 1))  # (not a slow clone)
     out.scatter_(1, slot, pix)
     valid = torch.arange(n, device=pix.device) < counts.unsqueeze(1)
     return PixelList(out[:, :n], valid)
@@ -126,7 +126,7 @@ def _edge_spans(f: Frame, code: int, ks: list[int], margin: float):
     silhouette distance of boxes or rectangles ``ks`` exceeds -margin.
 
     Their distance is the minimum over silhouette edges of a signed distance to the edge's
-    image line, affine in the pixel: ``a x + b(y)`` (`silhouettes.silhouette_lines`). On row y
+    image line, affine in the pixel: ``a x + b(y)`` (`primitive_silhouettes.silhouette_lines`). On row y
     each line allows x > (-margin - b) / a (a > 0) or x < (-margin - b) / a (a < 0), or the
     whole row or none (a = 0): the span is the intersection, exactly the pixels the per-pixel
     test keeps (up to ``_SPAN_SLACK``).

@@ -1,5 +1,5 @@
 """Per-sample geometry by components (`render.geometry`) against the vector forms it
-rewrites (`primitives.intersect`, `silhouettes.silhouette_distance(..., with_hit=True)`,
+rewrites (`primitives.intersect`, `primitive_silhouettes.silhouette_distance(..., with_hit=True)`,
 `primitives.surface_uv`, `render.shading.shade_at`): every primitive kind, float64 values and
 gradients to the camera centre, the rotation, the sizes, the light and the ray slopes;
 float32 and float64 free of NaN; a gradcheck."""
@@ -11,8 +11,8 @@ import importlib
 import pytest
 import torch
 
+from diffcam import primitive_silhouettes
 from diffcam import primitives as prim
-from diffcam import silhouettes
 from diffcam.render.shading import shade_at
 
 geometry = importlib.import_module("diffcam.render.geometry")
@@ -72,7 +72,7 @@ def _vectors(code, A, o, h, light, dxp, dyp, pix, fx, fy):
     d = torch.stack([A[:, i, 0:1] * sx + (A[:, i, 1:2] * sy + A[:, i, 2:3]) for i in range(3)], -1)
     d = d.unsqueeze(1)  # (NB, 1, n, 3)
     o1, h1, A1 = o.unsqueeze(1), h.unsqueeze(1), A.unsqueeze(1)
-    sd, depth, point, hit = silhouettes.silhouette_distance(
+    sd, depth, point, hit = primitive_silhouettes.silhouette_distance(
         code, o1, d, h1, A1, fx, fy, 0.5 * (fx + fy), with_hit=True
     )
     hg = h1.unsqueeze(2)

@@ -194,8 +194,8 @@ def test_candidates_hold_every_near_pixel(kind, margin):
     marks, for random poses (near, far, oblique, thin, partly off-screen, behind the camera)
     and margins up to float64's cut, and far fewer than the whole image; boxes' and
     rectangles' are those pixels."""
+    from diffcam.primitive_silhouettes import silhouette_distance
     from diffcam.render.frame import make_frame
-    from diffcam.silhouettes import silhouette_distance
 
     dtype, B, H, W = torch.float64, 64, 120, 160  # f = 165 px: the 37-px margin bounds
     g = torch.Generator().manual_seed(3)
