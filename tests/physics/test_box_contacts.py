@@ -192,6 +192,25 @@ def test_sphere_bounces_on_box_with_restitution():
     assert z.min() > -1e-3
 
 
+def test_box_dropped_on_sphere_bounces_with_restitution():
+    """A box falling flat (turned 17 degrees about the vertical) onto a static sphere: the
+    contact is the sphere's top against the box's bottom face."""
+    e = 0.5
+    bodies = [
+        physics.Body("ball", "sphere", 0.3, static=True, position=[0, 0, 0.3], restitution=e),
+        physics.Body("box", "box", [0.2, 0.2, 0.2], mass=1.0, position=[0.0, 0.0, 1.5],
+                     quat=_rotation_z(0.3), restitution=e),
+    ]  # fmt: skip
+    world = _world(bodies)
+    trajectory = physics.rollout(world, physics.initial_state(world), 300)
+    z = (trajectory.position[:, 0, 1, 2] - 0.7).numpy()  # bottom face above the sphere's top
+    apexes = [z[0]] + [z[i] for i in range(1, z.size - 1) if z[i] > z[i - 1] and z[i] >= z[i + 1]]
+    assert len(apexes) >= 3
+    for k in range(2):  # measured 1.0055 e^2 and 1.0000 e^2
+        assert abs(apexes[k + 1] / apexes[k] - e**2) / e**2 < 0.05
+    assert z.min() > -1e-3
+
+
 def test_capsule_and_cylinder_rest_on_boxes():
     """A capsule lying on a box and a cylinder standing on one (it collides as its box)."""
     bodies = [
