@@ -1,11 +1,11 @@
 """Soft samples' silhouette distance of boxes and rectangles, with a hand-written backward.
 
 Their distance is the minimum over silhouette edges of the signed pixel distance to the
-edge's image line, ``(n_e . d) / norm_e`` (``primitive_silhouettes._edge_planes_sd``). Recorded op by op
-that is a (samples, edges) product, a division, a mask and a minimum, each with its own
-(samples, edges) buffers in the backward. `edge_distance` does it in one node: the forward
-keeps only the nearest edge's index per sample, and the backward sends each sample's
-gradient to that edge alone, ``d sd / d d = n_e / norm_e``, ``d sd / d n_e = d / norm_e``,
+edge's image line, ``(n_e . d) / norm_e`` (``primitive_silhouettes._edge_planes_sd``).
+Recorded op by op that is a (samples, edges) product, a division, a mask and a minimum,
+each with its own (samples, edges) buffers in the backward. `edge_distance` does it in one
+node: the forward keeps only the nearest edge's index per sample, and the backward sends
+each sample's gradient to that edge alone, ``d sd / d d = n_e / norm_e``, ``d sd / d n_e = d / norm_e``,
 ``d sd / d norm_e = -sd / norm_e``. ``geometry`` uses it for these kinds (the values
 of ``primitive_silhouettes._edge_planes_sd``; the gradients of the minimum's one edge where the
 reference splits them among exact ties).
@@ -59,6 +59,7 @@ def _take_edges(n, edge):
 
 
 def edge_distance(o, d, starts, dirs, active, A, fx, fy):
-    """``primitive_silhouettes._edge_planes_sd`` (centre reference at the local origin) in one node."""
+    """``primitive_silhouettes._edge_planes_sd`` (centre reference at the local origin) in one
+    node."""
     n, _, norm = primitive_silhouettes._edge_lines(o, starts, dirs, torch.zeros_like(o), A, fx, fy)
     return _EdgeDistance.apply(d, n, norm, active)

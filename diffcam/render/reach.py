@@ -126,10 +126,11 @@ def _edge_spans(f: Frame, code: int, ks: list[int], margin: float):
     silhouette distance of boxes or rectangles ``ks`` exceeds -margin.
 
     Their distance is the minimum over silhouette edges of a signed distance to the edge's
-    image line, affine in the pixel: ``a x + b(y)`` (`primitive_silhouettes.silhouette_lines`). On row y
-    each line allows x > (-margin - b) / a (a > 0) or x < (-margin - b) / a (a < 0), or the
-    whole row or none (a = 0): the span is the intersection, exactly the pixels the per-pixel
-    test keeps (up to ``_SPAN_SLACK``).
+    image line, affine in the pixel: ``a x + b(y)``
+    (`primitive_silhouettes.silhouette_lines`). On row y each line allows
+    x > (-margin - b) / a (a > 0) or x < (-margin - b) / a (a < 0), or the whole row or none
+    (a = 0): the span is the intersection, exactly the pixels the per-pixel test keeps (up to
+    ``_SPAN_SLACK``).
     """
     B, H, W = f.B, f.H, f.W
     A, o, h = f.A[:, ks], f.o[:, ks], f.h[:, ks]
