@@ -167,9 +167,10 @@ class Scene:
         background, the colour maps and the static bodies' sizes, textures, colours and file
         poses do not require grad (the layer is re-drawn when any of them, or the tensor
         object that holds them, the static poses in ``state``, the resolution,
-        ``supersample``, ``edge_softness``, ``mipmap``, dtype or device change). With hard edges the result equals the full render, gradients included,
-        except that the state's *static* rows get no gradient (static bodies do not move;
-        to differentiate with respect to their poses, pass ``static_cache=False``). With
+        ``supersample``, ``edge_softness``, ``mipmap``, dtype or device change). With hard
+        edges the result equals the full render, gradients included, except that the
+        state's *static* rows get no gradient (static bodies do not move; to differentiate
+        with respect to their poses, pass ``static_cache=False``). With
         ``edge_softness > 0`` the static layer is soft-edged on its own and then is the
         opaque back of the moving bodies, so where a static silhouette's soft band meets a
         moving body the result differs slightly from the full soft render.
