@@ -7,6 +7,17 @@ from torch.autograd import forward_ad
 
 Tensor = torch.Tensor
 
+# Set while `physics.ahead_of_time` traces a step for compilation outside torch.compile
+# (torch.export, make_fx): code then takes the branches it takes under torch.compile.
+_TRACING_FOR_COMPILATION = [False]
+
+
+def compiling() -> bool:
+    """Whether the step is being traced for a compiler (torch.compile, or the ahead-of-time
+    tracing of `physics.ahead_of_time`): code that branches on data or calls LAPACK per
+    matrix takes its compiler-friendly form then."""
+    return _TRACING_FOR_COMPILATION[0] or torch.compiler.is_compiling()
+
 
 def skew(vector: Tensor) -> Tensor:
     """Cross-product matrix: ``skew(a) @ b == a x b``.
@@ -154,7 +165,7 @@ def spd_inverse(matrix: Tensor) -> Tensor:
     elimination without pivoting (stable for SPD matrices) written as m tensor updates, which
     Inductor fuses into one loop over the batch instead of one LAPACK call per matrix.
     """
-    if not torch.compiler.is_compiling():
+    if not compiling():
         factor, _ = torch.linalg.cholesky_ex(matrix)
         if forward_ad.unpack_dual(factor).tangent is not None:
             # Forward-mode AD (Jacobians by jvp): torch.cholesky_inverse's forward derivative

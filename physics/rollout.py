@@ -9,6 +9,7 @@ from collections.abc import Callable
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from .ahead_of_time import aot_reduced_step
 from .articulated import reduced_step
 from .state import State
 from .step import step
@@ -121,25 +122,30 @@ def uniform_grad_flags(world: World, state: State, action: Tensor | None = None)
     return State(*(t if t.requires_grad else t.detach().requires_grad_() for t in tensors))
 
 
-def compiled_step(dtype: torch.dtype) -> Callable:
-    """`step` through torch.compile (Inductor), made once per dtype and reused.
+def compiled_step(dtype: torch.dtype, ahead_of_time: bool = True) -> Callable:
+    """`step` compiled, made once per dtype and reused.
 
-    The first call per world structure and grad mode compiles (tens of seconds to minutes on a
-    2-core CPU); after that a small world's step runs several times faster than eager, forward
-    and backward. One graph serves every batch size (`mark_batch_dynamic`; a batch of one has
-    its own); Inductor keeps the compiled code in its on-disk cache (``TORCHINDUCTOR_CACHE_DIR``,
-    by default under the system's temporary folder), so another process compiling the same
-    graphs skips code generation and the C++ compiler and pays only Dynamo's tracing. A state
-    whose tensors disagree in requiring grad is aligned first (`uniform_grad_flags`), so that
-    a rollout from `initial_state` with actions that require grad is one graph. Eager
-    `step` stays the reference; the tests check both agree. Each world structure and grad mode
-    is a graph of its own: past Dynamo's recompile limit (8 per function) it runs eager, with
-    a warning. Worlds in reduced coordinates compile `reduced_step` (a function of its own, so
-    its graphs do not count against the maximal step's limit) with a recomputing backward,
-    except when the world's own tensors require grad (system identification): those reduced
-    steps run eager, since Inductor's code got their gradients wrong (torch 2.13).
+    Worlds in reduced coordinates (batches of 2 and more) step through `physics.ahead_of_time`
+    (with ``ahead_of_time``, the default): the step built by AOTInductor into a library whose
+    C++ runner replaces torch.compile's per-call Python, one library per world structure for
+    every batch size, its backward a second library (the step's VJP), both kept on disk for
+    other processes. The rest goes through torch.compile (Inductor): the maximal step, a batch
+    of one, and any reduced step that could not be built ahead of time.
+
+    Under torch.compile, the first call per world structure and grad mode compiles (tens of
+    seconds to minutes on a 2-core CPU); one graph serves every batch size
+    (`mark_batch_dynamic`; a batch of one has its own); Inductor keeps the compiled code in its
+    on-disk cache (``TORCHINDUCTOR_CACHE_DIR``), so another process pays only Dynamo's
+    tracing. A state whose tensors disagree in requiring grad is aligned first
+    (`uniform_grad_flags`), so that a rollout from `initial_state` with actions that require
+    grad is one graph. Past Dynamo's recompile limit (8 per function) it runs eager, with a
+    warning. Reduced steps compiled there use a recomputing backward.
+
+    Eager `step` stays the reference; the tests check both paths agree. Worlds whose own
+    tensors require grad (system identification) step eagerly in reduced coordinates, since
+    Inductor's code got their gradients wrong (torch 2.13).
     """
-    key = (dtype,)
+    key = (dtype, ahead_of_time)
     if key not in _COMPILED:
         # dynamic=False: no size becomes dynamic but the batch axis `mark_batch_dynamic` marks.
         # With Dynamo's automatic dynamic shapes a second world structure (say 2 bodies, then
@@ -149,15 +155,21 @@ def compiled_step(dtype: torch.dtype) -> Callable:
         reduced = torch.compile(reduced_step, dynamic=False, backend=_inductor_recomputing_backward)
 
         def compiled(world: World, state: State, action: Tensor | None = None) -> State:
-            state = uniform_grad_flags(world, state, action)
-            mark_batch_dynamic(world, state, action)
             if world.structure.tree is not None:
                 if torch.is_grad_enabled() and _world_requires_grad(world):
                     # Inductor's reduced step gave wrong gradients to the world's own tensors
                     # (masses; torch 2.13) while the state's were right: differentiating
                     # the model's parameters takes the eager step
                     return reduced_step(world, state, action)
+                if ahead_of_time:
+                    stepped = aot_reduced_step(world, state, action)
+                    if stepped is not None:
+                        return stepped
+                state = uniform_grad_flags(world, state, action)
+                mark_batch_dynamic(world, state, action)
                 return reduced(world, state, action)
+            state = uniform_grad_flags(world, state, action)
+            mark_batch_dynamic(world, state, action)
             return maximal(world, state, action)
 
         _COMPILED[key] = compiled
@@ -241,6 +253,8 @@ def rollout(
 
 def assert_finite(world: World, trajectory: State) -> None:
     """Raise `SimulationError` at the first non-finite entry of a (T, B, N, ...) trajectory."""
+    if all(_all_finite(t) for t in trajectory.tensors()):
+        return
     bad = torch.zeros(
         trajectory.position.shape[:3], dtype=torch.bool, device=trajectory.position.device
     )
@@ -253,3 +267,13 @@ def assert_finite(world: World, trajectory: State) -> None:
             f"element {b}, body {world.body_names[n]!r}; check its mass, size and inertia, the "
             "timestep, and the actions"
         )
+
+
+def _all_finite(tensor: Tensor) -> bool:
+    """Whether every entry is finite: one pass of `torch.aminmax` (NaN propagates into both,
+    an infinity into one), where ``isfinite(...).all()`` makes several passes over the
+    trajectory."""
+    if tensor.numel() == 0:
+        return True
+    low, high = torch.aminmax(tensor.detach())
+    return bool(torch.isfinite(low) & torch.isfinite(high))

@@ -37,7 +37,13 @@ from .actuators import checked_action, clipped_motor_forces, servo_speeds
 from .articulated import reduced_step
 from .contacts import find_contacts
 from .inertia import body_moments
-from .math3d import axis_angle_to_matrix, renormalize_rotation, spd_inverse, tangent_basis
+from .math3d import (
+    axis_angle_to_matrix,
+    compiling,
+    renormalize_rotation,
+    spd_inverse,
+    tangent_basis,
+)
 from .rows import (
     Mobility,
     Rows,
@@ -387,7 +393,7 @@ def _needs_sweep(groups: list[BoundedRows]) -> bool:
     costs nothing but the reduction."""
     if not groups:
         return False
-    if torch.compiler.is_compiling() or groups[0].active.device.type != "cpu":
+    if compiling() or groups[0].active.device.type != "cpu":
         return True
     return any(bool(g.active.any()) for g in groups)
 

@@ -1,0 +1,338 @@
+"""The reduced step compiled ahead of time (AOTInductor): what `compiled_step` runs for worlds
+in reduced coordinates with a batch of two or more.
+
+A small world's compiled step computes less than torch.compile's runtime costs per call: its
+guards, the autograd wrapper and a Python wrapper that allocates and views every buffer. Here
+the step is exported (`torch.export`, the batch axis dynamic) and AOTInductor builds it into a
+shared library whose C++ runner does that work instead; its reverse-mode derivative is a second
+library, the step's vector-Jacobian product (traced by `make_fx` through `torch.func.vjp`; it
+recomputes the forward from the step's inputs, so a step saves only its inputs), built the
+first time a backward needs it. `_Step` joins the two as one autograd node per step.
+
+A world structure, dtype and device makes one pair, shared by every batch size from 2 up. The
+libraries are kept in memory and on disk (``DIFFCAM_CACHE_DIR``, by default a folder in the
+system's temporary directory), keyed by the exported graph, the world's structure and the
+torch version: another process exports the step again but loads the library instead of
+compiling it. Any failure to export or build falls back to torch.compile (`compiled_step`),
+with a warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import logging
+import os
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from . import math3d
+from .articulated import reduced_step
+from .state import State
+from .world import World
+
+log = logging.getLogger(__name__)
+Tensor = torch.Tensor
+
+# The world's per-batch parameters: their first axis is the batch when it has the state's size.
+_BATCHED = (
+    "mass", "size", "friction", "restitution", "gravity", "joint_damping", "joint_lower",
+    "joint_upper", "motor_max", "motor_gain", "motor_max_torque", "motor_max_velocity",
+    "anchor_parent", "anchor_child", "axis_parent", "axis_child", "ref_parent", "ref_child",
+    "rest_rotation", "initial_position", "initial_rotation", "initial_velocity",
+    "initial_angular_velocity",
+)  # fmt: skip
+_TENSOR_FIELDS = tuple(f.name for f in dataclasses.fields(World) if f.type in ("Tensor", Tensor))
+_STATE_TENSORS = 4
+# Scalar C++ loops, as `compiled_step`'s (the engine's innermost axes are 2, 3 or 6 long).
+_INDUCTOR_CONFIGS = {"cpp.simdlen": 1}
+#: Batch size from which a backward runs the VJP build whose loops are split between threads.
+THREADED_BATCH = 512
+
+
+def cache_dir() -> Path:
+    """Where built steps are kept: ``DIFFCAM_CACHE_DIR``, else a folder in the system's
+    temporary directory."""
+    root = os.environ.get("DIFFCAM_CACHE_DIR") or Path(tempfile.gettempdir()) / "diffcam_cache"
+    return Path(root) / "aot_steps"
+
+
+class Program:
+    """A world structure's step built ahead of time: ``forward(inputs)`` and, built on first
+    use, ``vjp(inputs + output gradients)`` run the libraries on flat tensor lists: the
+    world's tensor fields (`_TENSOR_FIELDS` order), the state's 4 tensors and, when the step
+    takes one, the action (B, A). ``vjp`` returns the gradients of the state's tensors and
+    the action.
+
+    The VJP comes in two builds, made as batches need them: with its loops split between
+    threads (batches of `THREADED_BATCH` and more) and single-threaded (smaller batches,
+    where starting the threads for each of its loops costs more than they save). The
+    forward has few loops and is one build, threaded."""
+
+    def __init__(self, key: str, trace: Callable, inputs: list[Tensor], batched: list[bool]):
+        self.key = key
+        self._trace = trace
+        # the first batch entry is all that tracing needs (`_example`)
+        self._inputs = [
+            t.detach()[:1] if b else t.detach() for t, b in zip(inputs, batched, strict=True)
+        ]
+        self._batched = batched
+        example = _example(self._inputs, batched, threaded=True)
+        self.forward = _build(
+            f"{key}-forward-{_sizes(example)}", lambda: _export(trace, example, batched)
+        )
+        self._vjps: dict[bool, Callable] = {}
+
+    def vjp(self, inputs: list[Tensor]) -> list[Tensor]:
+        threaded = inputs[len(_TENSOR_FIELDS)].shape[0] >= THREADED_BATCH
+        if threaded not in self._vjps:
+            example = _example(self._inputs, self._batched, threaded)
+            self._vjps[threaded] = _build(
+                f"{self.key}-vjp-{_sizes(example)}",
+                lambda: _export_vjp(self._trace, example, self._batched),
+            )
+        return self._vjps[threaded](inputs)
+
+
+class _Step(torch.autograd.Function):
+    """One step through a `Program`: inputs the state's 4 tensors and the action (if any),
+    outputs the next state's 4 tensors; the backward runs the program's VJP on the saved
+    inputs. The world's tensors come as one list, not as inputs of the node (autograd would
+    check and save each of them on every step): they get no gradient, since worlds whose
+    tensors require grad take the eager step."""
+
+    @staticmethod
+    def forward(ctx, program: Program, world_inputs: list[Tensor], *inputs: Tensor):
+        ctx.program, ctx.world_inputs = program, world_inputs
+        ctx.save_for_backward(*inputs)
+        return tuple(program.forward([*world_inputs, *inputs]))
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, *grads: Tensor):
+        inputs = [*ctx.world_inputs, *ctx.saved_tensors, *(g.contiguous() for g in grads)]
+        return (None, None, *ctx.program.vjp(inputs))
+
+
+_PROGRAMS: dict[tuple, Program | None] = {}
+#: File names of the libraries this process built and of those it loaded from the disk cache.
+BUILT: list[str] = []
+LOADED: list[str] = []
+
+
+def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State | None:
+    """`reduced_step` through the world structure's `Program`, or None where it does not
+    serve: a batch of one, or a structure whose export or build failed (the caller then
+    takes torch.compile)."""
+    batch = state.position.shape[0]
+    if batch < 2:
+        return None
+    if world.actuator_names and action is None:
+        return None  # the step's own error (no action for a world with actuators)
+    action = action if world.actuator_names else None
+    program, world_inputs = _lookup(world, state, action)
+    if program is None:
+        return None
+    inputs = [t.contiguous() for t in state.tensors()]
+    if action is not None:
+        inputs.append(action.contiguous())
+    if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
+        outputs = _Step.apply(program, world_inputs, *inputs)
+    else:
+        outputs = program.forward([*world_inputs, *inputs])
+    return State(*outputs)
+
+
+def _lookup(world: World, state: State, action: Tensor | None):
+    """The `Program` for this world, state and action (None if it cannot be built), and the
+    world's tensor fields made contiguous; both kept on the world (in its ``__dict__``) while
+    its tensor fields are the same objects."""
+    current = [getattr(world, name) for name in _TENSOR_FIELDS]
+    cached = world.__dict__.get("_aot_steps")
+    if cached is None or not all(a is b for a, b in zip(cached[0], current, strict=True)):
+        cached = (current, [t.contiguous() for t in current], {})
+        world.__dict__["_aot_steps"] = cached
+    _, world_inputs, programs = cached
+    tensors = [*state.tensors(), *([] if action is None else [action])]
+    batch = state.position.shape[0]
+    local = (batch, tuple((t.shape, t.dtype, t.device) for t in tensors))
+    if local not in programs:
+        inputs = [*world_inputs, *tensors]
+        batched = [
+            t.dim() > 0 and t.shape[0] == batch and (i >= len(world_inputs) or name in _BATCHED)
+            for i, (t, name) in enumerate(zip(inputs, (*_TENSOR_FIELDS, *[""] * 5), strict=False))
+        ]
+        signature = _signature(world, inputs, batched)
+        if signature not in _PROGRAMS:
+            _PROGRAMS[signature] = _program(world, inputs, batched, signature)
+        programs[local] = _PROGRAMS[signature]
+    return programs[local], world_inputs
+
+
+def _signature(world: World, inputs: list[Tensor], batched: list[bool]) -> tuple:
+    """What the program depends on: the world's static fields, every input's shape (the
+    batch axis as "B"), dtype and device."""
+    static = tuple(
+        (f.name, repr(getattr(world, f.name)))
+        for f in dataclasses.fields(World)
+        if f.name not in _TENSOR_FIELDS and f.name != "structure"
+    )
+    shapes = tuple(
+        (("B", *t.shape[1:]) if b else tuple(t.shape), str(t.dtype), str(t.device))
+        for t, b in zip(inputs, batched, strict=True)
+    )
+    return static, shapes
+
+
+def _program(world: World, inputs: list[Tensor], batched: list[bool], signature) -> Program | None:
+    n_world = len(_TENSOR_FIELDS)
+    with_action = len(inputs) > n_world + _STATE_TENSORS
+
+    def trace(*flat: Tensor) -> tuple[Tensor, ...]:
+        parameters = dict(zip(_TENSOR_FIELDS, flat[:n_world], strict=True))
+        state = State(*flat[n_world : n_world + _STATE_TENSORS])
+        action = flat[-1] if with_action else None
+        return reduced_step(dataclasses.replace(world, **parameters), state, action).tensors()
+
+    key = hashlib.sha256(repr((signature, torch.__version__)).encode()).hexdigest()[:24]
+    try:
+        log.info("building the reduced step ahead of time (AOTInductor), key %s", key)
+        return Program(key, trace, inputs, batched)
+    except Exception as error:  # noqa: BLE001 - any failure falls back to torch.compile
+        log.warning("the reduced step could not be built ahead of time (%s: %s); stepping "
+                    "through torch.compile instead", type(error).__name__, error)  # fmt: skip
+        return None
+
+
+def _example(inputs: list[Tensor], batched: list[bool], threaded: bool) -> list[Tensor]:
+    """Inputs to trace with: the batched ones repeated to a batch size that no other axis
+    has (tracing gives equal sizes one symbol, and a batch of 3 beside (3,)-vectors would
+    then be traced as the constant 3). Inductor splits loops between threads by this size:
+    ``threaded`` takes a size past its threshold, else one below it."""
+    sizes = {n for t, b in zip(inputs, batched, strict=True) for n in t.shape[int(b) :]}
+    candidates = (1031, 1033, 1039, 1049, 1051) if threaded else (17, 19, 23, 29, 31, 37)
+    batch = next(n for n in candidates if n not in sizes)
+    return [
+        t[:1].expand(batch, *t.shape[1:]).contiguous() if b else t
+        for t, b in zip(inputs, batched, strict=True)
+    ]
+
+
+def _sizes(example: list[Tensor]) -> str:
+    """A short digest of the example's shapes (Inductor's code depends on them)."""
+    return hashlib.sha256(repr([tuple(t.shape) for t in example]).encode()).hexdigest()[:12]
+
+
+def _dynamic_shapes(batched: list[bool]) -> tuple:
+    batch = torch.export.Dim("batch", min=2)
+    return tuple({0: batch} if b else None for b in batched)
+
+
+class _AsModule(torch.nn.Module):
+    """A function of tensors as the module `torch.export` takes."""
+
+    def __init__(self, fn: Callable):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: Tensor):
+        return self.fn(*args)
+
+
+def _export(trace: Callable, example: list[Tensor], batched: list[bool]):
+    with _tracing():
+        return torch.export.export(
+            _AsModule(trace), tuple(example), dynamic_shapes=(_dynamic_shapes(batched),),
+            strict=False,
+        )  # fmt: skip
+
+
+def _export_vjp(trace: Callable, example: list[Tensor], batched: list[bool]):
+    """The VJP of ``trace`` with respect to its state and action inputs, exported: inputs
+    ``example`` then the 4 output gradients."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    n_fixed = len(_TENSOR_FIELDS)
+
+    def vjp(*flat: Tensor) -> tuple[Tensor, ...]:
+        inputs, grads = flat[:-_STATE_TENSORS], flat[-_STATE_TENSORS:]
+        fixed = inputs[:n_fixed]
+        _, pull = torch.func.vjp(lambda *free: trace(*fixed, *free), *inputs[n_fixed:])
+        return pull(tuple(grads))
+
+    state = example[n_fixed : n_fixed + _STATE_TENSORS]
+    grads = [torch.randn_like(t) for t in state]
+    with _tracing():
+        graph = make_fx(vjp, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*example, *grads)
+        return torch.export.export(
+            _AsModule(graph), (*example, *grads),
+            dynamic_shapes=(_dynamic_shapes(batched + [True] * _STATE_TENSORS),), strict=False,
+        )  # fmt: skip
+
+
+class _tracing:
+    """`math3d.compiling()` is True inside (the step's compiler-friendly branches)."""
+
+    def __enter__(self):
+        self.before = math3d._TRACING_FOR_COMPILATION[0]
+        math3d._TRACING_FOR_COMPILATION[0] = True
+
+    def __exit__(self, *exc):
+        math3d._TRACING_FOR_COMPILATION[0] = self.before
+
+
+def _build(key: str, export: Callable) -> Callable[[list[Tensor]], list[Tensor]]:
+    """The runner of an AOTInductor library: loaded from the disk cache when one was built
+    for ``key`` by the same physics code (the file name hashes both), else built from
+    ``export()`` there (written to a temporary name, then renamed: a crash leaves no partial
+    file)."""
+    digest = hashlib.sha256(f"{key}\n{_INDUCTOR_CONFIGS}\n{_source_digest()}".encode())
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{digest.hexdigest()[:32]}.pt2"
+    with warnings.catch_warnings(), _quiet("torch.export.pt2_archive._package"):
+        # torch's own deprecation notices while (un)pickling, and a note that the library's
+        # recorded vector ISA (none: scalar loops) differs from the machine's
+        warnings.simplefilter("ignore", FutureWarning)
+        if path.exists():
+            LOADED.append(path.name)
+        else:
+            partial = path.with_name(f"{path.stem}.{os.getpid()}.partial.pt2")
+            torch._inductor.aoti_compile_and_package(
+                # a copy: the call adds its own entries to the dict it is given
+                export(),
+                package_path=str(partial),
+                inductor_configs=dict(_INDUCTOR_CONFIGS),
+            )
+            os.replace(partial, path)
+            BUILT.append(path.name)
+        return torch._inductor.aoti_load_package(str(path)).loader.run
+
+
+@functools.cache
+def _source_digest() -> str:
+    """A hash of the physics package's source: a library built by other code is not reused."""
+    digest = hashlib.sha256()
+    for file in sorted(Path(__file__).parent.rglob("*.py")):
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+class _quiet:
+    """Only errors from the logger ``name`` inside."""
+
+    def __init__(self, name: str):
+        self.logger = logging.getLogger(name)
+
+    def __enter__(self):
+        self.level = self.logger.level
+        self.logger.setLevel(logging.ERROR)
+
+    def __exit__(self, *exc):
+        self.logger.setLevel(self.level)

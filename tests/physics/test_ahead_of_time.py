@@ -1,0 +1,120 @@
+"""The reduced step built ahead of time (`physics.ahead_of_time`): values and gradients against
+the eager step, both builds of its VJP, the disk cache, and the fallbacks."""
+
+import logging
+
+import pytest
+import torch
+
+import physics
+from physics import ahead_of_time
+from physics.articulated import reduced_step
+from tests.physics import models
+
+
+def _world(batch: int, dtype=torch.float32):
+    """The reduced cart-pole with a welded tip and rail stops (the compiled-step tests' model)."""
+    return models.cart_pole(theta0=0.7, batch_size=batch, dtype=dtype, coordinates="reduced",
+                            tip_mass=0.05, limits=[-1e-3, 4e-4])  # fmt: skip
+
+
+def _run(step, world, actions, steps: int):
+    """``steps`` steps from the start with gradients to the actions and the start velocity:
+    (final state, grad actions, grad start velocity)."""
+    actions = actions.clone().requires_grad_(True)
+    state = physics.initial_state(world)
+    start_velocity = state.angular_velocity.clone().requires_grad_(True)
+    state = state.replace(angular_velocity=start_velocity)
+    for _ in range(steps):
+        state = step(world, state, actions)
+    loss = (state.position[..., 0].square().sum() + state.angular_velocity[..., 1].sum()
+            + state.linear_velocity[..., 0].square().sum())  # fmt: skip
+    return (state, *torch.autograd.grad(loss, (actions, start_velocity)))
+
+
+def _aot(world, state, action):
+    stepped = ahead_of_time.aot_reduced_step(world, state, action)
+    assert stepped is not None, "the ahead-of-time step did not serve"
+    return stepped
+
+
+def _assert_matches_eager(batch: int, steps: int):
+    world = _world(batch)
+    actions = torch.linspace(-2.0, 1.0, batch)[:, None]
+    (eager, *eager_grads), (built, *built_grads) = (
+        _run(step, world, actions, steps) for step in (reduced_step, _aot)
+    )
+    for a, b in zip(built.tensors(), eager.tensors(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    for got, want in zip(built_grads, eager_grads, strict=True):
+        assert want.abs().max() > 0
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
+
+
+def test_single_threaded_vjp_matches_eager_and_serves_every_small_batch():
+    """B = 3, then 5 and 8: values and gradients as eager, and nothing built after B = 3."""
+    _assert_matches_eager(3, steps=5)
+    before = len(ahead_of_time.BUILT) + len(ahead_of_time.LOADED)
+    for batch in (5, 8):
+        _assert_matches_eager(batch, steps=3)
+    assert len(ahead_of_time.BUILT) + len(ahead_of_time.LOADED) == before
+
+
+def test_threaded_vjp_matches_eager():
+    """A batch of `THREADED_BATCH`: the VJP build whose loops are split between threads."""
+    _assert_matches_eager(ahead_of_time.THREADED_BATCH, steps=2)
+
+
+def test_no_grad_step_matches_eager():
+    world = _world(4)
+    action = torch.tensor([[1.0], [-2.0], [0.5], [0.0]])
+    with torch.no_grad():
+        state = physics.initial_state(world)
+        built = _aot(world, state, action)
+        assert not any(t.requires_grad for t in built.tensors())
+        eager = reduced_step(world, state, action)
+        for a, b in zip(built.tensors(), eager.tensors(), strict=True):
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_a_new_process_loads_the_library_from_the_disk_cache(monkeypatch):
+    """With the in-memory programs gone (a new process), the step loads what an earlier one
+    built: building again would fail here."""
+    _assert_matches_eager(3, steps=1)  # built (or loaded) once
+    monkeypatch.setattr(ahead_of_time, "_PROGRAMS", {})
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("built again instead of loading from the disk cache")
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", no_build)
+    loaded = len(ahead_of_time.LOADED)
+    _assert_matches_eager(3, steps=1)
+    assert len(ahead_of_time.LOADED) == loaded + 2  # the forward and the VJP
+
+
+def test_a_failed_export_falls_back_with_a_warning(monkeypatch, caplog, tmp_path):
+    """`compiled_step` then takes torch.compile; here the ahead-of-time step answers None."""
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("cannot export")
+
+    monkeypatch.setenv("DIFFCAM_CACHE_DIR", str(tmp_path))  # nothing built there
+    monkeypatch.setattr(ahead_of_time, "_PROGRAMS", {})
+    monkeypatch.setattr(ahead_of_time, "_export", broken)
+    world = _world(2, dtype=torch.float64)
+    with caplog.at_level(logging.WARNING, logger="physics.ahead_of_time"):
+        stepped = ahead_of_time.aot_reduced_step(
+            world, physics.initial_state(world), torch.zeros(2, 1, dtype=torch.float64)
+        )
+    assert stepped is None
+    assert "RuntimeError: cannot export" in caplog.text
+    assert "torch.compile instead" in caplog.text
+
+
+@pytest.mark.parametrize("batch", [0, 1])
+def test_a_batch_below_two_is_not_served(batch):
+    """One library serves batches from 2 up (tracing specialises sizes 0 and 1)."""
+    world = _world(max(batch, 1))
+    state = physics.initial_state(world)
+    state = physics.State(*(t[:batch] for t in state.tensors()))
+    assert ahead_of_time.aot_reduced_step(world, state, torch.zeros(batch, 1)) is None
