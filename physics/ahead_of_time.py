@@ -93,11 +93,23 @@ class Program:
         threaded = inputs[len(_TENSOR_FIELDS)].shape[0] >= THREADED_BATCH
         if threaded not in self._vjps:
             example = _example(self._inputs, self._batched, threaded)
-            self._vjps[threaded] = _build(
-                f"{self.key}-vjp-{_sizes(example)}",
-                lambda: _export_vjp(self._trace, example, self._batched),
-            )
+            try:
+                self._vjps[threaded] = _build(
+                    f"{self.key}-vjp-{_sizes(example)}",
+                    lambda: _export_vjp(self._trace, example, self._batched),
+                )
+            except Exception as error:  # noqa: BLE001 - any failure falls back to eager
+                log.warning("the reduced step's VJP could not be built ahead of time (%s: %s); "
+                            "its backward runs eagerly", type(error).__name__, error)  # fmt: skip
+                self._vjps[threaded] = self._eager_vjp
         return self._vjps[threaded](inputs)
+
+    def _eager_vjp(self, inputs: list[Tensor]) -> list[Tensor]:
+        """`vjp` by eager autograd (the step recomputed, then `torch.func.vjp`)."""
+        n_fixed = len(_TENSOR_FIELDS)
+        fixed, free = inputs[:n_fixed], inputs[n_fixed:-_STATE_TENSORS]
+        _, pull = torch.func.vjp(lambda *f: self._trace(*fixed, *f), *free)
+        return list(pull(tuple(inputs[-_STATE_TENSORS:])))
 
 
 class _Step(torch.autograd.Function):
@@ -128,16 +140,16 @@ LOADED: list[str] = []
 
 def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State | None:
     """`reduced_step` through the world structure's `Program`, or None where it does not
-    serve: a batch of one, or a structure whose export or build failed (the caller then
-    takes torch.compile)."""
+    serve: a batch of one, a world whose own tensors require grad (with grad enabled: the
+    program gives them no gradient), or a structure whose export or build failed."""
     batch = state.position.shape[0]
     if batch < 2:
         return None
     if world.actuator_names and action is None:
         return None  # the step's own error (no action for a world with actuators)
     action = action if world.actuator_names else None
-    program, world_inputs = _lookup(world, state, action)
-    if program is None:
+    program, world_inputs, world_grad = _lookup(world, state, action)
+    if program is None or (world_grad and torch.is_grad_enabled()):
         return None
     inputs = [t.contiguous() for t in state.tensors()]
     if action is not None:
@@ -150,10 +162,11 @@ def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State
 
 
 def _lookup(world: World, state: State, action: Tensor | None):
-    """The `Program` for this world, state and action (None if it cannot be built), and the
-    world's tensor fields made contiguous; both kept on the world (in its ``__dict__``) while
-    its tensor fields are the same objects."""
+    """The `Program` for this world, state and action (None if it cannot be built), the
+    world's tensor fields made contiguous (kept on the world, in its ``__dict__``, while its
+    tensor fields are the same objects), and whether any of them requires grad."""
     current = [getattr(world, name) for name in _TENSOR_FIELDS]
+    world_grad = any(t.requires_grad for t in current)
     cached = world.__dict__.get("_aot_steps")
     if cached is None or not all(a is b for a, b in zip(cached[0], current, strict=True)):
         cached = (current, [t.contiguous() for t in current], {})
@@ -172,7 +185,7 @@ def _lookup(world: World, state: State, action: Tensor | None):
         if signature not in _PROGRAMS:
             _PROGRAMS[signature] = _program(world, inputs, batched, signature)
         programs[local] = _PROGRAMS[signature]
-    return programs[local], world_inputs
+    return programs[local], world_inputs, world_grad
 
 
 def _signature(world: World, inputs: list[Tensor], batched: list[bool]) -> tuple:

@@ -156,15 +156,15 @@ def compiled_step(dtype: torch.dtype, ahead_of_time: bool = True) -> Callable:
 
         def compiled(world: World, state: State, action: Tensor | None = None) -> State:
             if world.structure.tree is not None:
+                if ahead_of_time:  # None where it does not serve (world tensors with grad...)
+                    stepped = aot_reduced_step(world, state, action)
+                    if stepped is not None:
+                        return stepped
                 if torch.is_grad_enabled() and _world_requires_grad(world):
                     # Inductor's reduced step gave wrong gradients to the world's own tensors
                     # (masses; torch 2.13) while the state's were right: differentiating
                     # the model's parameters takes the eager step
                     return reduced_step(world, state, action)
-                if ahead_of_time:
-                    stepped = aot_reduced_step(world, state, action)
-                    if stepped is not None:
-                        return stepped
                 state = uniform_grad_flags(world, state, action)
                 mark_batch_dynamic(world, state, action)
                 return reduced(world, state, action)

@@ -118,3 +118,18 @@ def test_a_batch_below_two_is_not_served(batch):
     state = physics.initial_state(world)
     state = physics.State(*(t[:batch] for t in state.tensors()))
     assert ahead_of_time.aot_reduced_step(world, state, torch.zeros(batch, 1)) is None
+
+
+def test_a_failed_vjp_build_falls_back_to_eager_gradients(monkeypatch, caplog, tmp_path):
+    """The VJP is built in the backward: if that fails, the backward runs eagerly, with the
+    same gradients and a warning."""
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("cannot trace the VJP")
+
+    monkeypatch.setenv("DIFFCAM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ahead_of_time, "_PROGRAMS", {})
+    monkeypatch.setattr(ahead_of_time, "_export_vjp", broken)
+    with caplog.at_level(logging.WARNING, logger="physics.ahead_of_time"):
+        _assert_matches_eager(3, steps=2)
+    assert "RuntimeError: cannot trace the VJP" in caplog.text
