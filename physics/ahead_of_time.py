@@ -11,10 +11,11 @@ first time a backward needs it. `_Step` joins the two as one autograd node per s
 
 A world structure, dtype and device makes one pair, shared by every batch size from 2 up. The
 libraries are kept in memory and on disk (``DIFFCAM_CACHE_DIR``, by default a folder in the
-system's temporary directory), keyed by the exported graph, the world's structure and the
-torch version: another process exports the step again but loads the library instead of
-compiling it. Any failure to export or build falls back to torch.compile (`compiled_step`),
-with a warning.
+system's temporary directory), keyed by the world's structure, the inputs' shapes, Inductor's
+options, the physics package's source and the torch version: another process traces the step
+again but loads the library instead of compiling it. A failure to export or build the step
+falls back to torch.compile (`compiled_step`), one of its VJP to an eager backward, each with
+a warning.
 """
 
 from __future__ import annotations
