@@ -12,9 +12,11 @@ the cart's centre, its centre 0.3 m above the hinge; no damping, dt 0.01 s, 300 
 0.5 rad tilt at rest. Ours is that model as a scene file (written to a temporary folder),
 loaded by `diffcam.load_scene` with nothing but the batch size: the default path, so
 ``coordinates`` is "auto" (reduced here) and `Scene.rollout` compiles by default once the scene
-has been stepped enough (``compile=None``; the warm-up run crosses that threshold). The
-pendulum-cart scene (`scenes/pendulum_cart.toml`, which also carries 9 static bodies) is timed
-the same way for reference.
+has been stepped enough (``compile=None``; the warm-up run crosses that threshold): for a
+reduced world, the step built ahead of time (`physics.ahead_of_time`; the first compiled run
+builds its libraries, or loads them from ``DIFFCAM_CACHE_DIR``). The pendulum-cart scene
+(`scenes/pendulum_cart.toml`, which also carries 9 static bodies) is timed the same way for
+reference.
 
 Peers, each in the same run: Newton's Featherstone solver and a hand-written Warp kernel as
 subprocesses of ``--peers-python`` (their own venv), and MuJoCo's batched C rollout
