@@ -141,10 +141,11 @@ LOADED: list[str] = []
 
 def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State | None:
     """`reduced_step` through the world structure's `Program`, or None where it does not
-    serve: a batch of one, a world whose own tensors require grad (with grad enabled: the
-    program gives them no gradient), or a structure whose export or build failed."""
+    serve: a batch of one, forward-mode AD or a functorch transform (the libraries see plain
+    tensors), a world whose own tensors require grad (with grad enabled: the program gives
+    them no gradient), or a structure whose export or build failed."""
     batch = state.position.shape[0]
-    if batch < 2:
+    if batch < 2 or not _plain_reverse_mode():
         return None
     if world.actuator_names and action is None:
         return None  # the step's own error (no action for a world with actuators)
@@ -160,6 +161,14 @@ def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State
     else:
         outputs = program.forward([*world_inputs, *inputs])
     return State(*outputs)
+
+
+def _plain_reverse_mode() -> bool:
+    """False inside forward-mode AD or a functorch transform (vmap, jacfwd...)."""
+    if getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0:
+        return False
+    stack = getattr(torch._C._functorch, "peek_interpreter_stack", None)
+    return stack is None or stack() is None
 
 
 def _lookup(world: World, state: State, action: Tensor | None):

@@ -133,3 +133,19 @@ def test_a_failed_vjp_build_falls_back_to_eager_gradients(monkeypatch, caplog, t
     with caplog.at_level(logging.WARNING, logger="physics.ahead_of_time"):
         _assert_matches_eager(3, steps=2)
     assert "RuntimeError: cannot trace the VJP" in caplog.text
+
+
+def test_forward_mode_ad_is_not_served():
+    """The libraries run on plain tensors: under forward-mode AD the step answers None (the
+    caller steps eagerly or through torch.compile), and so inside a functorch transform."""
+    from torch.autograd import forward_ad
+
+    world = _world(2)
+    state = physics.initial_state(world)
+    action = torch.zeros(2, 1)
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(action, torch.ones_like(action))
+        assert ahead_of_time.aot_reduced_step(world, state, dual) is None
+    seen = []
+    torch.func.vmap(lambda a: seen.append(ahead_of_time._plain_reverse_mode()) or a)(action)
+    assert seen == [False]
