@@ -20,6 +20,7 @@ a warning.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -33,10 +34,10 @@ from pathlib import Path
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import math3d
 from .articulated import reduced_step
+from .math3d import tracing_for_compilation
 from .state import State
-from .world import World
+from .world import TENSOR_FIELDS, World
 
 log = logging.getLogger(__name__)
 Tensor = torch.Tensor
@@ -49,7 +50,6 @@ _BATCHED = (
     "rest_rotation", "initial_position", "initial_rotation", "initial_velocity",
     "initial_angular_velocity",
 )  # fmt: skip
-_TENSOR_FIELDS = tuple(f.name for f in dataclasses.fields(World) if f.type in ("Tensor", Tensor))
 _STATE_TENSORS = 4
 # Scalar C++ loops, as `compiled_step`'s (the engine's innermost axes are 2, 3 or 6 long).
 _INDUCTOR_CONFIGS = {"cpp.simdlen": 1}
@@ -67,7 +67,7 @@ def cache_dir() -> Path:
 class Program:
     """A world structure's step built ahead of time: ``forward(inputs)`` and, built on first
     use, ``vjp(inputs + output gradients)`` run the libraries on flat tensor lists: the
-    world's tensor fields (`_TENSOR_FIELDS` order), the state's 4 tensors and, when the step
+    world's tensor fields (`TENSOR_FIELDS` order), the state's 4 tensors and, when the step
     takes one, the action (B, A). ``vjp`` returns the gradients of the state's tensors and
     the action.
 
@@ -91,7 +91,7 @@ class Program:
         self._vjps: dict[bool, Callable] = {}
 
     def vjp(self, inputs: list[Tensor]) -> list[Tensor]:
-        threaded = inputs[len(_TENSOR_FIELDS)].shape[0] >= THREADED_BATCH
+        threaded = inputs[len(TENSOR_FIELDS)].shape[0] >= THREADED_BATCH
         if threaded not in self._vjps:
             example = _example(self._inputs, self._batched, threaded)
             try:
@@ -107,7 +107,7 @@ class Program:
 
     def _eager_vjp(self, inputs: list[Tensor]) -> list[Tensor]:
         """`vjp` by eager autograd (the step recomputed, then `torch.func.vjp`)."""
-        n_fixed = len(_TENSOR_FIELDS)
+        n_fixed = len(TENSOR_FIELDS)
         fixed, free = inputs[:n_fixed], inputs[n_fixed:-_STATE_TENSORS]
         _, pull = torch.func.vjp(lambda *f: self._trace(*fixed, *f), *free)
         return list(pull(tuple(inputs[-_STATE_TENSORS:])))
@@ -175,7 +175,7 @@ def _lookup(world: World, state: State, action: Tensor | None):
     """The `Program` for this world, state and action (None if it cannot be built), the
     world's tensor fields made contiguous (kept on the world, in its ``__dict__``, while its
     tensor fields are the same objects), and whether any of them requires grad."""
-    current = [getattr(world, name) for name in _TENSOR_FIELDS]
+    current = [getattr(world, name) for name in TENSOR_FIELDS]
     world_grad = any(t.requires_grad for t in current)
     cached = world.__dict__.get("_aot_steps")
     if cached is None or not all(a is b for a, b in zip(cached[0], current, strict=True)):
@@ -188,9 +188,9 @@ def _lookup(world: World, state: State, action: Tensor | None):
     if local not in programs:
         inputs = [*world_inputs, *tensors]
         batched = [
-            t.dim() > 0 and t.shape[0] == batch and (i >= len(world_inputs) or name in _BATCHED)
-            for i, (t, name) in enumerate(zip(inputs, (*_TENSOR_FIELDS, *[""] * 5), strict=False))
-        ]
+            name in _BATCHED and t.dim() > 0 and t.shape[0] == batch
+            for name, t in zip(TENSOR_FIELDS, world_inputs, strict=True)
+        ] + [t.shape[0] == batch for t in tensors]
         signature = _signature(world, inputs, batched)
         if signature not in _PROGRAMS:
             _PROGRAMS[signature] = _program(world, inputs, batched, signature)
@@ -204,7 +204,7 @@ def _signature(world: World, inputs: list[Tensor], batched: list[bool]) -> tuple
     static = tuple(
         (f.name, repr(getattr(world, f.name)))
         for f in dataclasses.fields(World)
-        if f.name not in _TENSOR_FIELDS and f.name != "structure"
+        if f.name not in TENSOR_FIELDS and f.name != "structure"
     )
     shapes = tuple(
         (("B", *t.shape[1:]) if b else tuple(t.shape), str(t.dtype), str(t.device))
@@ -214,11 +214,11 @@ def _signature(world: World, inputs: list[Tensor], batched: list[bool]) -> tuple
 
 
 def _program(world: World, inputs: list[Tensor], batched: list[bool], signature) -> Program | None:
-    n_world = len(_TENSOR_FIELDS)
+    n_world = len(TENSOR_FIELDS)
     with_action = len(inputs) > n_world + _STATE_TENSORS
 
     def trace(*flat: Tensor) -> tuple[Tensor, ...]:
-        parameters = dict(zip(_TENSOR_FIELDS, flat[:n_world], strict=True))
+        parameters = dict(zip(TENSOR_FIELDS, flat[:n_world], strict=True))
         state = State(*flat[n_world : n_world + _STATE_TENSORS])
         action = flat[-1] if with_action else None
         return reduced_step(dataclasses.replace(world, **parameters), state, action).tensors()
@@ -269,7 +269,7 @@ class _AsModule(torch.nn.Module):
 
 
 def _export(trace: Callable, example: list[Tensor], batched: list[bool]):
-    with _tracing():
+    with tracing_for_compilation():
         return torch.export.export(
             _AsModule(trace), tuple(example), dynamic_shapes=(_dynamic_shapes(batched),),
             strict=False,
@@ -281,7 +281,7 @@ def _export_vjp(trace: Callable, example: list[Tensor], batched: list[bool]):
     ``example`` then the 4 output gradients."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    n_fixed = len(_TENSOR_FIELDS)
+    n_fixed = len(TENSOR_FIELDS)
 
     def vjp(*flat: Tensor) -> tuple[Tensor, ...]:
         inputs, grads = flat[:-_STATE_TENSORS], flat[-_STATE_TENSORS:]
@@ -291,23 +291,12 @@ def _export_vjp(trace: Callable, example: list[Tensor], batched: list[bool]):
 
     state = example[n_fixed : n_fixed + _STATE_TENSORS]
     grads = [torch.randn_like(t) for t in state]
-    with _tracing():
+    with tracing_for_compilation():
         graph = make_fx(vjp, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*example, *grads)
         return torch.export.export(
             _AsModule(graph), (*example, *grads),
             dynamic_shapes=(_dynamic_shapes(batched + [True] * _STATE_TENSORS),), strict=False,
         )  # fmt: skip
-
-
-class _tracing:
-    """`math3d.compiling()` is True inside (the step's compiler-friendly branches)."""
-
-    def __enter__(self):
-        self.before = math3d._TRACING_FOR_COMPILATION[0]
-        math3d._TRACING_FOR_COMPILATION[0] = True
-
-    def __exit__(self, *exc):
-        math3d._TRACING_FOR_COMPILATION[0] = self.before
 
 
 def _build(key: str, export: Callable) -> Callable[[list[Tensor]], list[Tensor]]:
@@ -347,15 +336,13 @@ def _source_digest() -> str:
     return digest.hexdigest()
 
 
-class _quiet:
+@contextlib.contextmanager
+def _quiet(name: str):
     """Only errors from the logger ``name`` inside."""
-
-    def __init__(self, name: str):
-        self.logger = logging.getLogger(name)
-
-    def __enter__(self):
-        self.level = self.logger.level
-        self.logger.setLevel(logging.ERROR)
-
-    def __exit__(self, *exc):
-        self.logger.setLevel(self.level)
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

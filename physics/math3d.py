@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch.autograd import forward_ad
 
 Tensor = torch.Tensor
 
-# Set while `physics.ahead_of_time` traces a step for compilation outside torch.compile
-# (torch.export, make_fx): code then takes the branches it takes under torch.compile.
-_TRACING_FOR_COMPILATION = [False]
+# True while `tracing_for_compilation` is open: a step traced for a compiler outside
+# torch.compile (torch.export, make_fx) then takes the branches it takes under torch.compile.
+_tracing_for_compilation = False
 
 
 def compiling() -> bool:
     """Whether the step is being traced for a compiler (torch.compile, or the ahead-of-time
     tracing of `physics.ahead_of_time`): code that branches on data or calls LAPACK per
     matrix takes its compiler-friendly form then."""
-    return _TRACING_FOR_COMPILATION[0] or torch.compiler.is_compiling()
+    return _tracing_for_compilation or torch.compiler.is_compiling()
+
+
+@contextlib.contextmanager
+def tracing_for_compilation():
+    """`compiling()` is True inside."""
+    global _tracing_for_compilation
+    before, _tracing_for_compilation = _tracing_for_compilation, True
+    try:
+        yield
+    finally:
+        _tracing_for_compilation = before
 
 
 def skew(vector: Tensor) -> Tensor:

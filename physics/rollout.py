@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable
 
 import torch
@@ -13,7 +12,7 @@ from .ahead_of_time import aot_reduced_step
 from .articulated import reduced_step
 from .state import State
 from .step import step
-from .world import World
+from .world import TENSOR_FIELDS, World
 
 Tensor = torch.Tensor
 Policy = Callable[[State, int], Tensor]
@@ -67,9 +66,6 @@ def _inductor_recomputing_backward(graph, example_inputs):
 _SCALAR_LOOPS = {"cpp.simdlen": 1}
 
 
-_WORLD_FIELDS = tuple(f.name for f in dataclasses.fields(World))
-
-
 def mark_batch_dynamic(world: World, state: State, action: Tensor | None = None) -> None:
     """Mark the batch axis of every batched tensor of a step's inputs dynamic for torch.compile
     (`torch._dynamo.maybe_mark_dynamic`), so that one compiled graph serves every batch size:
@@ -90,10 +86,7 @@ def mark_batch_dynamic(world: World, state: State, action: Tensor | None = None)
 
 def _world_tensors(world: World):
     """The world's tensor fields, one after another."""
-    for name in _WORLD_FIELDS:
-        value = getattr(world, name)
-        if isinstance(value, Tensor):
-            yield value
+    return (getattr(world, name) for name in TENSOR_FIELDS)
 
 
 def _world_requires_grad(world: World) -> bool:
@@ -155,6 +148,7 @@ def compiled_step(dtype: torch.dtype, ahead_of_time: bool = True) -> Callable:
         reduced = torch.compile(reduced_step, dynamic=False, backend=_inductor_recomputing_backward)
 
         def compiled(world: World, state: State, action: Tensor | None = None) -> State:
+            through_compile = maximal
             if world.structure.tree is not None:
                 if ahead_of_time:  # None where it does not serve (world tensors with grad...)
                     stepped = aot_reduced_step(world, state, action)
@@ -165,12 +159,10 @@ def compiled_step(dtype: torch.dtype, ahead_of_time: bool = True) -> Callable:
                     # (masses; torch 2.13) while the state's were right: differentiating
                     # the model's parameters takes the eager step
                     return reduced_step(world, state, action)
-                state = uniform_grad_flags(world, state, action)
-                mark_batch_dynamic(world, state, action)
-                return reduced(world, state, action)
+                through_compile = reduced
             state = uniform_grad_flags(world, state, action)
             mark_batch_dynamic(world, state, action)
-            return maximal(world, state, action)
+            return through_compile(world, state, action)
 
         _COMPILED[key] = compiled
     return _COMPILED[key]

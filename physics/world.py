@@ -191,3 +191,7 @@ def __getattr__(name: str):
 
         return build_world
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+#: The names of `World`'s tensor fields, in field order.
+TENSOR_FIELDS = tuple(f.name for f in dataclasses.fields(World) if f.type in ("Tensor", Tensor))
