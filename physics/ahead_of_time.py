@@ -26,6 +26,7 @@ import functools
 import hashlib
 import logging
 import os
+import sys
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -53,6 +54,11 @@ _BATCHED = (
 _STATE_TENSORS = 4
 # Scalar C++ loops, as `compiled_step`'s (the engine's innermost axes are 2, 3 or 6 long).
 _INDUCTOR_CONFIGS = {"cpp.simdlen": 1}
+# The single-threaded builds' (`Program`): one planned block for the intermediate buffers.
+_PLANNED_CONFIGS = {**_INDUCTOR_CONFIGS, "memory_planning": True}
+# Inductor's memory planning recurses through the graph's buffers: deeper than Python's
+# default limit for a few bodies (a cart-pole with a welded tip).
+_PLANNING_RECURSION_LIMIT = 20_000
 #: Batch size from which a backward runs the VJP build whose loops are split between threads.
 THREADED_BATCH = 512
 
@@ -65,16 +71,18 @@ def cache_dir() -> Path:
 
 
 class Program:
-    """A world structure's step built ahead of time: ``forward(inputs)`` and, built on first
-    use, ``vjp(inputs + output gradients)`` run the libraries on flat tensor lists: the
-    world's tensor fields (`TENSOR_FIELDS` order), the state's 4 tensors and, when the step
-    takes one, the action (B, A). ``vjp`` returns the gradients of the state's tensors and
-    the action.
+    """A world structure's step built ahead of time: ``forward(inputs)`` and
+    ``vjp(inputs + output gradients)`` run the libraries on flat tensor lists: the world's
+    tensor fields (`TENSOR_FIELDS` order), the state's 4 tensors and, when the step takes
+    one, the action (B, A). ``vjp`` returns the gradients of the state's tensors and the
+    action.
 
-    The VJP comes in two builds, made as batches need them: with its loops split between
-    threads (batches of `THREADED_BATCH` and more) and single-threaded (smaller batches,
-    where starting the threads for each of its loops costs more than they save). The
-    forward has few loops and is one build, threaded."""
+    Each comes in two builds, made as batches need them (the VJP on its first backward):
+    for batches of `THREADED_BATCH` and more, with its loops split between threads; for
+    smaller ones, single-threaded (starting the threads for each loop costs more than they
+    save) and with its intermediate buffers planned into one allocation per call (there the
+    allocations of about a hundred small buffers cost more than the arithmetic; a large
+    batch's one block would be fresh pages on every call instead)."""
 
     def __init__(self, key: str, trace: Callable, inputs: list[Tensor], batched: list[bool]):
         self.key = key
@@ -84,11 +92,23 @@ class Program:
             t.detach()[:1] if b else t.detach() for t, b in zip(inputs, batched, strict=True)
         ]
         self._batched = batched
-        example = _example(self._inputs, batched, threaded=True)
-        self.forward = _build(
-            f"{key}-forward-{_sizes(example)}", lambda: _export(trace, example, batched)
-        )
+        self._forwards: dict[bool, Callable] = {}
         self._vjps: dict[bool, Callable] = {}
+        self._forward_build(threaded=inputs[len(TENSOR_FIELDS)].shape[0] >= THREADED_BATCH)
+
+    def forward(self, inputs: list[Tensor]) -> list[Tensor]:
+        threaded = inputs[len(TENSOR_FIELDS)].shape[0] >= THREADED_BATCH
+        return self._forward_build(threaded)(inputs)
+
+    def _forward_build(self, threaded: bool) -> Callable:
+        if threaded not in self._forwards:
+            example = _example(self._inputs, self._batched, threaded)
+            self._forwards[threaded] = _build(
+                f"{self.key}-forward-{_sizes(example)}",
+                lambda: _export(self._trace, example, self._batched),
+                threaded,
+            )
+        return self._forwards[threaded]
 
     def vjp(self, inputs: list[Tensor]) -> list[Tensor]:
         threaded = inputs[len(TENSOR_FIELDS)].shape[0] >= THREADED_BATCH
@@ -98,6 +118,7 @@ class Program:
                 self._vjps[threaded] = _build(
                     f"{self.key}-vjp-{_sizes(example)}",
                     lambda: _export_vjp(self._trace, example, self._batched),
+                    threaded,
                 )
             except Exception as error:  # noqa: BLE001 - any failure falls back to eager
                 log.warning("the reduced step's VJP could not be built ahead of time (%s: %s); "
@@ -161,6 +182,86 @@ def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State
     else:
         outputs = program.forward([*world_inputs, *inputs])
     return State(*outputs)
+
+
+def aot_reduced_rollout(
+    world: World, state: State, steps: int, actions: Tensor | None, gradient_decay: float = 1.0
+) -> State | None:
+    """`steps` reduced steps from ``state`` under a fixed action sequence ``actions``
+    (steps, B|1, A) (None for a world without actuators) through the world structure's
+    `Program`, as one autograd node (`_Rollout`): the trajectory (steps + 1, B, ...), index 0
+    the initial state, or None where `aot_reduced_step` would not serve. ``gradient_decay``
+    scales the gradient reaching each step's input state, as `rollout.decay_state_gradient`
+    applied before every step does."""
+    batch = state.position.shape[0]
+    if batch < 2 or steps < 1 or not _plain_reverse_mode():
+        return None
+    if not world.actuator_names:
+        actions = None
+    elif actions is None:
+        return None  # the step's own error (no action for a world with actuators)
+    else:
+        actions = actions.contiguous()
+    program, world_inputs, world_grad = _lookup(
+        world, state, None if actions is None else actions[0]
+    )
+    if program is None or (world_grad and torch.is_grad_enabled()):
+        return None
+    inputs = [t.contiguous() for t in state.tensors()]
+    if actions is not None:
+        inputs.append(actions)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
+        return State(*_Rollout.apply(program, world_inputs, steps, gradient_decay, *inputs))
+    return State(*_run_forward(program, world_inputs, steps, inputs))
+
+
+def _run_forward(program: Program, world_inputs: list[Tensor], steps: int, inputs: list[Tensor]):
+    """The 4 trajectory tensors (steps + 1, B, ...) of `steps` program steps from the state
+    ``inputs[:4]`` under the actions ``inputs[4]`` (steps, B|1, A), if any."""
+    per_step = inputs[4].unbind(0) if len(inputs) > _STATE_TENSORS else None
+    states = [inputs[:_STATE_TENSORS]]
+    for t in range(steps):
+        step_inputs = [*world_inputs, *states[-1]]
+        if per_step is not None:
+            step_inputs.append(per_step[t])
+        states.append(program.forward(step_inputs))
+    return tuple(torch.stack(column) for column in zip(*states, strict=True))
+
+
+class _Rollout(torch.autograd.Function):
+    """A whole rollout through a `Program` as one autograd node: inputs the initial state's
+    4 tensors and the actions (steps, B|1, A) if any, outputs the trajectory's 4 tensors
+    (steps + 1, B, ...). It saves the trajectory; the backward runs the program's VJP step by
+    step from the last, the state's gradient scaled by ``decay`` at each step's input. One
+    node, not one per step: autograd's per-node work and the per-step Python of `rollout`
+    cost more than a small world's step computes."""
+
+    @staticmethod
+    def forward(ctx, program, world_inputs, steps: int, decay: float, *inputs: Tensor):
+        trajectory = _run_forward(program, world_inputs, steps, list(inputs))
+        ctx.program, ctx.world_inputs, ctx.steps, ctx.decay = program, world_inputs, steps, decay
+        ctx.save_for_backward(*trajectory, *inputs[_STATE_TENSORS:])
+        return trajectory
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, *grads: Tensor):
+        saved = ctx.saved_tensors
+        # per-step views, each made by one unbind, not one index per step
+        states = list(zip(*(x.unbind(0) for x in saved[:_STATE_TENSORS]), strict=True))
+        per_step = saved[_STATE_TENSORS].unbind(0) if len(saved) > _STATE_TENSORS else None
+        incoming = list(zip(*(g.contiguous().unbind(0) for g in grads), strict=True))
+        g_state, g_actions = list(incoming[-1]), []
+        for t in range(ctx.steps - 1, -1, -1):
+            inputs = [*ctx.world_inputs, *states[t]]
+            if per_step is not None:
+                inputs.append(per_step[t])
+            pulled = ctx.program.vjp([*inputs, *g_state])
+            if per_step is not None:
+                g_actions.append(pulled[_STATE_TENSORS])
+            g_state = torch._foreach_add(incoming[t], pulled[:_STATE_TENSORS], alpha=ctx.decay)
+        g_actions = [torch.stack(g_actions[::-1])] if per_step is not None else []
+        return (None, None, None, None, *g_state, *g_actions)
 
 
 def _plain_reverse_mode() -> bool:
@@ -299,12 +400,13 @@ def _export_vjp(trace: Callable, example: list[Tensor], batched: list[bool]):
         )  # fmt: skip
 
 
-def _build(key: str, export: Callable) -> Callable[[list[Tensor]], list[Tensor]]:
+def _build(key: str, export: Callable, threaded: bool) -> Callable[[list[Tensor]], list[Tensor]]:
     """The runner of an AOTInductor library: loaded from the disk cache when one was built
     for ``key`` by the same physics code (the file name hashes both), else built from
     ``export()`` there (written to a temporary name, then renamed: a crash leaves no partial
-    file)."""
-    digest = hashlib.sha256(f"{key}\n{_INDUCTOR_CONFIGS}\n{_source_digest()}".encode())
+    file). A single-threaded build (not ``threaded``) plans its buffers (`Program`)."""
+    configs = _INDUCTOR_CONFIGS if threaded else _PLANNED_CONFIGS
+    digest = hashlib.sha256(f"{key}\n{configs}\n{_source_digest()}".encode())
     folder = cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{digest.hexdigest()[:32]}.pt2"
@@ -316,15 +418,27 @@ def _build(key: str, export: Callable) -> Callable[[list[Tensor]], list[Tensor]]
             LOADED.append(path.name)
         else:
             partial = path.with_name(f"{path.stem}.{os.getpid()}.partial.pt2")
-            torch._inductor.aoti_compile_and_package(
-                # a copy: the call adds its own entries to the dict it is given
-                export(),
-                package_path=str(partial),
-                inductor_configs=dict(_INDUCTOR_CONFIGS),
-            )
+            with _recursion_limit(_PLANNING_RECURSION_LIMIT):
+                torch._inductor.aoti_compile_and_package(
+                    export(),
+                    package_path=str(partial),
+                    # a copy: the call adds its own entries to the dict it is given
+                    inductor_configs=dict(configs),
+                )
             os.replace(partial, path)
             BUILT.append(path.name)
         return torch._inductor.aoti_load_package(str(path)).loader.run
+
+
+@contextlib.contextmanager
+def _recursion_limit(limit: int):
+    """Python's recursion limit at least ``limit`` inside."""
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
 
 
 @functools.cache

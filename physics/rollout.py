@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from .ahead_of_time import aot_reduced_step
+from .ahead_of_time import aot_reduced_rollout, aot_reduced_step
 from .articulated import reduced_step
 from .state import State
 from .step import step
@@ -193,13 +193,28 @@ def rollout(
         gradient_decay: per-step gradient factor alpha (1 = plain BPTT).
         check_finite: after the rollout, raise `SimulationError` naming the first non-finite step
             and body (one host sync per rollout, none per step).
-        compile: use `compiled_step` (torch.compile) instead of eager `step`.
+        compile: use `compiled_step` instead of eager `step`. For a world in reduced
+            coordinates with a batch of 2 or more and a fixed action sequence (no ``policy``),
+            the whole rollout is one autograd node through the step built ahead of time
+            (`ahead_of_time.aot_reduced_rollout`): the same values and gradients with less
+            per-step work; its backward keeps only the trajectory, so ``checkpoint_every``
+            has nothing left to save there.
 
     Returns:
         A State with a leading time axis: (steps + 1, B, N, ...), index 0 the initial state.
     """
     if policy is not None and actions is not None:
         raise ValueError("give a policy or an action sequence, not both")
+
+    if compile and policy is None and world.structure.tree is not None:
+        # a fixed action sequence in reduced coordinates: the whole rollout as one node
+        # through the step built ahead of time (its memory is the trajectory's, as with
+        # checkpointing every step), where that serves
+        trajectory = aot_reduced_rollout(world, state, steps, actions, gradient_decay)
+        if trajectory is not None:
+            if check_finite:
+                assert_finite(world, trajectory)
+            return trajectory
 
     # One unbind, not an index per step: its backward stacks the per-step gradients once,
     # where each index's backward would fill a zero tensor of the whole sequence.

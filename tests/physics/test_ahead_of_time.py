@@ -65,6 +65,62 @@ def test_threaded_vjp_matches_eager():
     _assert_matches_eager(ahead_of_time.THREADED_BATCH, steps=2)
 
 
+def _rollout_grads(world, actions, decay: float, compile: bool):
+    """A 6-step rollout with a loss on every state: (trajectory, grad actions, grad start
+    velocity)."""
+    actions = actions.clone().requires_grad_(True)
+    state = physics.initial_state(world)
+    start_velocity = state.angular_velocity.clone().requires_grad_(True)
+    state = state.replace(angular_velocity=start_velocity)
+    trajectory = physics.rollout(world, state, actions.shape[0], actions=actions,
+                                 gradient_decay=decay, compile=compile)  # fmt: skip
+    weight = torch.arange(1.0, actions.shape[0] + 2).view(-1, 1, 1)
+    loss = ((weight * trajectory.position[..., 0]).square().sum()
+            + (weight * trajectory.angular_velocity[..., 1]).sum())  # fmt: skip
+    return (trajectory, *torch.autograd.grad(loss, (actions, start_velocity)))
+
+
+@pytest.mark.parametrize("decay", [1.0, 0.6])
+@pytest.mark.parametrize("action_batch", [3, 1])
+def test_a_rollout_is_one_node_with_the_eager_values_and_gradients(decay, action_batch):
+    """`rollout(compile=True)` with an action sequence: one autograd node for the whole
+    trajectory; the values, and the gradients of a loss on every state (with and without
+    gradient decay, per-image and shared actions), as the eager step's."""
+    world = _world(3)
+    actions = torch.linspace(-2.0, 1.0, 6 * action_batch).view(6, action_batch, 1)
+    built, *built_grads = _rollout_grads(world, actions, decay, compile=True)
+    assert type(built.position.grad_fn).__name__ == "_RolloutBackward"
+    eager, *eager_grads = _rollout_grads(world, actions, decay, compile=False)
+    for a, b in zip(built.tensors(), eager.tensors(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    for got, want in zip(built_grads, eager_grads, strict=True):
+        assert want.abs().max() > 0
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
+
+
+def test_a_rollout_without_grad_matches_eager():
+    world = _world(4)
+    actions = torch.linspace(-1.0, 2.0, 20).view(5, 4, 1)
+    with torch.no_grad():
+        state = physics.initial_state(world)
+        built = physics.rollout(world, state, 5, actions=actions, compile=True)
+        eager = physics.rollout(world, state, 5, actions=actions)
+    assert not any(t.requires_grad for t in built.tensors())
+    for a, b in zip(built.tensors(), eager.tensors(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_a_policy_rollout_steps_node_by_node():
+    """A policy sees each state, so its rollout is not one node (the per-step path)."""
+    world = _world(3)
+    gain = torch.tensor(0.5, requires_grad=True)
+    trajectory = physics.rollout(world, physics.initial_state(world), 3, compile=True,
+                                 policy=lambda state, t: gain * state.linear_velocity[:, 1, :1])  # fmt: skip
+    assert type(trajectory.position.grad_fn).__name__ != "_RolloutBackward"
+    (grad,) = torch.autograd.grad(trajectory.linear_velocity.sum(), gain)
+    assert torch.isfinite(grad)
+
+
 def test_no_grad_step_matches_eager():
     world = _world(4)
     action = torch.tensor([[1.0], [-2.0], [0.5], [0.0]])
