@@ -14,7 +14,8 @@ loaded by `diffcam.load_scene` with nothing but the batch size: the default path
 ``coordinates`` is "auto" (reduced here) and `Scene.rollout` compiles by default once the scene
 has been stepped enough (``compile=None``; the warm-up run crosses that threshold): for a
 reduced world, the step built ahead of time (`physics.ahead_of_time`; the first compiled run
-builds its libraries, or loads them from ``DIFFCAM_CACHE_DIR``). The pendulum-cart scene
+builds its libraries, or loads them from ``DIFFCAM_CACHE_DIR``), the whole rollout one
+autograd node (`physics.ahead_of_time.aot_reduced_rollout`). The pendulum-cart scene
 (`scenes/pendulum_cart.toml`, which also carries 9 static bodies) is timed the same way for
 reference.
 

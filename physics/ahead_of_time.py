@@ -7,9 +7,11 @@ the step is exported (`torch.export`, the batch axis dynamic) and AOTInductor bu
 shared library whose C++ runner does that work instead; its reverse-mode derivative is a second
 library, the step's vector-Jacobian product (traced by `make_fx` through `torch.func.vjp`; it
 recomputes the forward from the step's inputs, so a step saves only its inputs), built the
-first time a backward needs it. `_Step` joins the two as one autograd node per step.
+first time a backward needs it. `_Step` joins the two as one autograd node per step, and
+`_Rollout` a whole rollout under a fixed action sequence as one node (`aot_reduced_rollout`).
+Batches below `THREADED_BATCH` have their own builds (`Program`).
 
-A world structure, dtype and device makes one pair, shared by every batch size from 2 up. The
+A world structure, dtype and device makes one program, shared by every batch size from 2 up. The
 libraries are kept in memory and on disk (``DIFFCAM_CACHE_DIR``, by default a folder in the
 system's temporary directory), keyed by the world's structure, the inputs' shapes, Inductor's
 options, the physics package's source and the torch version: another process traces the step
@@ -92,13 +94,28 @@ class Program:
             t.detach()[:1] if b else t.detach() for t, b in zip(inputs, batched, strict=True)
         ]
         self._batched = batched
-        self._forwards: dict[bool, Callable] = {}
+        self._forwards: dict[bool, Callable | None] = {}
         self._vjps: dict[bool, Callable] = {}
         self._forward_build(threaded=inputs[len(TENSOR_FIELDS)].shape[0] >= THREADED_BATCH)
 
     def forward(self, inputs: list[Tensor]) -> list[Tensor]:
         threaded = inputs[len(TENSOR_FIELDS)].shape[0] >= THREADED_BATCH
-        return self._forward_build(threaded)(inputs)
+        return self._forwards[threaded](inputs)
+
+    def serves(self, batch: int) -> bool:
+        """Whether the forward build for batches of this size is there, built now if need be
+        (a failed build is remembered, with a warning: those batches take torch.compile)."""
+        threaded = batch >= THREADED_BATCH
+        if threaded not in self._forwards:
+            try:
+                self._forward_build(threaded)
+            except Exception as error:  # noqa: BLE001 - any failure falls back to torch.compile
+                log.warning("the reduced step could not be built ahead of time for batches %s "
+                            "%d (%s: %s); those step through torch.compile instead",
+                            ">=" if threaded else "<", THREADED_BATCH, type(error).__name__,
+                            error)  # fmt: skip
+                self._forwards[threaded] = None
+        return self._forwards[threaded] is not None
 
     def _forward_build(self, threaded: bool) -> Callable:
         if threaded not in self._forwards:
@@ -172,7 +189,7 @@ def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State
         return None  # the step's own error (no action for a world with actuators)
     action = action if world.actuator_names else None
     program, world_inputs, world_grad = _lookup(world, state, action)
-    if program is None or (world_grad and torch.is_grad_enabled()):
+    if program is None or (world_grad and torch.is_grad_enabled()) or not program.serves(batch):
         return None
     inputs = [t.contiguous() for t in state.tensors()]
     if action is not None:
@@ -205,7 +222,7 @@ def aot_reduced_rollout(
     program, world_inputs, world_grad = _lookup(
         world, state, None if actions is None else actions[0]
     )
-    if program is None or (world_grad and torch.is_grad_enabled()):
+    if program is None or (world_grad and torch.is_grad_enabled()) or not program.serves(batch):
         return None
     inputs = [t.contiguous() for t in state.tensors()]
     if actions is not None:

@@ -167,6 +167,29 @@ def test_a_failed_export_falls_back_with_a_warning(monkeypatch, caplog, tmp_path
     assert "torch.compile instead" in caplog.text
 
 
+def test_a_failed_threaded_build_falls_back_for_large_batches_only(monkeypatch, caplog):
+    """The forward build for batches of `THREADED_BATCH` and more fails: those batches get
+    None (torch.compile then), with a warning; smaller ones are still served."""
+    build = ahead_of_time._build
+
+    def threaded_fails(key, export, threaded):
+        if threaded:
+            raise RuntimeError("cannot build")
+        return build(key, export, threaded)
+
+    monkeypatch.setattr(ahead_of_time, "_PROGRAMS", {})
+    monkeypatch.setattr(ahead_of_time, "_build", threaded_fails)
+    small, large = ahead_of_time.THREADED_BATCH - 1, ahead_of_time.THREADED_BATCH
+    with caplog.at_level(logging.WARNING, logger="physics.ahead_of_time"):
+        for batch, served in ((small, True), (large, False), (small, True)):
+            world = _world(batch)
+            stepped = ahead_of_time.aot_reduced_step(
+                world, physics.initial_state(world), torch.zeros(batch, 1)
+            )
+            assert (stepped is not None) == served
+    assert sum("cannot build" in r.getMessage() for r in caplog.records) == 1
+
+
 @pytest.mark.parametrize("batch", [0, 1])
 def test_a_batch_below_two_is_not_served(batch):
     """One library serves batches from 2 up (tracing specialises sizes 0 and 1)."""
