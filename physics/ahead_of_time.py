@@ -121,7 +121,7 @@ class Program:
         if threaded not in self._forwards:
             example = _example(self._inputs, self._batched, threaded)
             self._forwards[threaded] = _build(
-                f"{self.key}-forward-{_sizes(example)}",
+                f"{self.key}-forward-{_sizes([t.shape for t in example])}",
                 lambda: _export(self._trace, example, self._batched),
                 threaded,
             )
@@ -133,7 +133,7 @@ class Program:
             example = _example(self._inputs, self._batched, threaded)
             try:
                 self._vjps[threaded] = _build(
-                    f"{self.key}-vjp-{_sizes(example)}",
+                    f"{self.key}-vjp-{_sizes([t.shape for t in example])}",
                     lambda: _export_vjp(self._trace, example, self._batched),
                     threaded,
                 )
@@ -305,15 +305,41 @@ def _lookup(world: World, state: State, action: Tensor | None):
     local = (batch, tuple((t.shape, t.dtype, t.device) for t in tensors))
     if local not in programs:
         inputs = [*world_inputs, *tensors]
-        batched = [
-            name in _BATCHED and t.dim() > 0 and t.shape[0] == batch
-            for name, t in zip(TENSOR_FIELDS, world_inputs, strict=True)
-        ] + [t.shape[0] == batch for t in tensors]
+        batched = _batched(world_inputs, tensors, batch)
         signature = _signature(world, inputs, batched)
         if signature not in _PROGRAMS:
             _PROGRAMS[signature] = _program(world, inputs, batched, signature)
         programs[local] = _PROGRAMS[signature]
     return programs[local], world_inputs, world_grad
+
+
+def _batched(world_inputs: list[Tensor], tensors: list[Tensor], batch: int) -> list[bool]:
+    """Which of the step's inputs (the world's tensor fields, then the state's tensors and
+    the action) have a batch axis."""
+    return [
+        name in _BATCHED and t.dim() > 0 and t.shape[0] == batch
+        for name, t in zip(TENSOR_FIELDS, world_inputs, strict=True)
+    ] + [t.shape[0] == batch for t in tensors]
+
+
+def on_disk(world: World, state: State, action: Tensor | None, backward: bool) -> bool:
+    """Whether the libraries that stepping ``world`` from ``state`` with ``action`` (B, A)
+    would use are in the disk cache: the forward for this batch size and, with
+    ``backward``, its VJP. Then stepping compiled costs an export and a trace (seconds), not a
+    build. False where the step is not built ahead of time (maximal coordinates, B < 2)."""
+    batch = state.position.shape[0]
+    if world.structure.tree is None or batch < 2:
+        return False
+    action = action if world.actuator_names else None
+    world_inputs = [getattr(world, name) for name in TENSOR_FIELDS]
+    tensors = [*state.tensors(), *([] if action is None else [action])]
+    inputs = [*world_inputs, *tensors]
+    batched = _batched(world_inputs, tensors, batch)
+    key = _key(_signature(world, inputs, batched))
+    threaded = batch >= THREADED_BATCH
+    shapes = _example_shapes(inputs, batched, threaded)
+    names = ["forward", "vjp"] if backward else ["forward"]
+    return all(_library_path(f"{key}-{n}-{_sizes(shapes)}", threaded).exists() for n in names)
 
 
 def _signature(world: World, inputs: list[Tensor], batched: list[bool]) -> tuple:
@@ -341,7 +367,7 @@ def _program(world: World, inputs: list[Tensor], batched: list[bool], signature)
         action = flat[-1] if with_action else None
         return reduced_step(dataclasses.replace(world, **parameters), state, action).tensors()
 
-    key = hashlib.sha256(repr((signature, torch.__version__)).encode()).hexdigest()[:24]
+    key = _key(signature)
     try:
         log.info("building the reduced step ahead of time (AOTInductor), key %s", key)
         return Program(key, trace, inputs, batched)
@@ -351,23 +377,35 @@ def _program(world: World, inputs: list[Tensor], batched: list[bool], signature)
         return None
 
 
+def _key(signature) -> str:
+    return hashlib.sha256(repr((signature, torch.__version__)).encode()).hexdigest()[:24]
+
+
+def _example_shapes(inputs: list[Tensor], batched: list[bool], threaded: bool) -> list[tuple]:
+    """The shapes of `_example`'s tensors."""
+    sizes = {n for t, b in zip(inputs, batched, strict=True) for n in t.shape[int(b) :]}
+    candidates = (1031, 1033, 1039, 1049, 1051) if threaded else (17, 19, 23, 29, 31, 37)
+    batch = next(n for n in candidates if n not in sizes)
+    return [
+        (batch, *t.shape[1:]) if b else tuple(t.shape) for t, b in zip(inputs, batched, strict=True)
+    ]
+
+
 def _example(inputs: list[Tensor], batched: list[bool], threaded: bool) -> list[Tensor]:
     """Inputs to trace with: the batched ones repeated to a batch size that no other axis
     has (tracing gives equal sizes one symbol, and a batch of 3 beside (3,)-vectors would
     then be traced as the constant 3). Inductor splits loops between threads by this size:
     ``threaded`` takes a size past its threshold, else one below it."""
-    sizes = {n for t, b in zip(inputs, batched, strict=True) for n in t.shape[int(b) :]}
-    candidates = (1031, 1033, 1039, 1049, 1051) if threaded else (17, 19, 23, 29, 31, 37)
-    batch = next(n for n in candidates if n not in sizes)
+    shapes = _example_shapes(inputs, batched, threaded)
     return [
-        t[:1].expand(batch, *t.shape[1:]).contiguous() if b else t
-        for t, b in zip(inputs, batched, strict=True)
+        t[:1].expand(shape).contiguous() if b else t
+        for t, b, shape in zip(inputs, batched, shapes, strict=True)
     ]
 
 
-def _sizes(example: list[Tensor]) -> str:
+def _sizes(shapes: list[tuple]) -> str:
     """A short digest of the example's shapes (Inductor's code depends on them)."""
-    return hashlib.sha256(repr([tuple(t.shape) for t in example]).encode()).hexdigest()[:12]
+    return hashlib.sha256(repr([tuple(shape) for shape in shapes]).encode()).hexdigest()[:12]
 
 
 def _dynamic_shapes(batched: list[bool]) -> tuple:
@@ -423,10 +461,8 @@ def _build(key: str, export: Callable, threaded: bool) -> Callable[[list[Tensor]
     ``export()`` there (written to a temporary name, then renamed: a crash leaves no partial
     file). A single-threaded build (not ``threaded``) plans its buffers (`Program`)."""
     configs = _INDUCTOR_CONFIGS if threaded else _PLANNED_CONFIGS
-    digest = hashlib.sha256(f"{key}\n{configs}\n{_source_digest()}".encode())
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{digest.hexdigest()[:32]}.pt2"
+    path = _library_path(key, threaded)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings(), _quiet("torch.export.pt2_archive._package"):
         # torch's own deprecation notices while (un)pickling, and a note that the library's
         # recorded vector ISA (none: scalar loops) differs from the machine's
@@ -445,6 +481,13 @@ def _build(key: str, export: Callable, threaded: bool) -> Callable[[list[Tensor]
             os.replace(partial, path)
             BUILT.append(path.name)
         return torch._inductor.aoti_load_package(str(path)).loader.run
+
+
+def _library_path(key: str, threaded: bool) -> Path:
+    """Where the library ``key`` (with the build options of ``threaded``) is kept on disk."""
+    configs = _INDUCTOR_CONFIGS if threaded else _PLANNED_CONFIGS
+    digest = hashlib.sha256(f"{key}\n{configs}\n{_source_digest()}".encode())
+    return cache_dir() / f"{digest.hexdigest()[:32]}.pt2"
 
 
 @contextlib.contextmanager

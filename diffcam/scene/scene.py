@@ -64,6 +64,9 @@ class Scene:
         self._source: tuple | None = None
         # state-steps stepped eagerly on the default path (`step`, `rollout` with compile=None)
         self._eager_state_steps = 0
+        # set once the compiled step's libraries were found on disk past a tenth of the way
+        self._compile_now = False
+        self._asked_disk: set[tuple[int, bool]] = set()
 
     # ----------------------------------------------------------------- simulation
     @property
@@ -87,7 +90,7 @@ class Scene:
         import physics
 
         if compile is None:
-            compile = self._default_compile(state.position.shape[0])
+            compile = self._default_compile(state.position.shape[0], state, action)
         if compile:
             return physics.compiled_step(self.world.dtype)(self.world, state, action)
         return physics.step(self.world, state, action)
@@ -105,7 +108,10 @@ class Scene:
         if state is None:
             state = self.initial_state()
         if kwargs.get("compile") is None:
-            kwargs["compile"] = self._default_compile(state.position.shape[0] * int(steps))
+            actions = kwargs.get("actions")
+            action = None if actions is None or len(actions) == 0 else actions[0]
+            state_steps = state.position.shape[0] * int(steps)
+            kwargs["compile"] = self._default_compile(state_steps, state, action)
         return physics.rollout(self.world, state, steps, policy=policy, **kwargs)
 
     #: State-steps (batch size x steps) a scene steps eagerly on the default path (``compile``
@@ -114,28 +120,47 @@ class Scene:
     #: README, "The default scene path"). Like a JIT's tiering (the ski-rental rule: pay as
     #: you go until what you paid equals the price of buying), the default switches when the
     #: eager steps have cost about what compiling costs, so it is never more than about twice
-    #: the better of the two choices made in hindsight.
+    #: the better of the two choices made in hindsight. Where the compiled step's libraries
+    #: are already on disk (`physics.ahead_of_time.on_disk`: built by an earlier process),
+    #: compiling costs an export and a trace, about a tenth of a build: the default switches
+    #: after a tenth of ``compile_after``.
     compile_after: int | None = 500_000
 
     @property
     def compiling(self) -> bool:
         """Whether the default path (``compile=None``) now steps compiled."""
-        return self._eager_state_steps >= self._threshold()
+        return self._compile_now or self._eager_state_steps >= self._threshold()
 
     def _threshold(self) -> float:
         return float("inf") if self.compile_after is None else self.compile_after
 
-    def _default_compile(self, state_steps: int) -> bool:
-        """The default path's choice for ``state_steps`` more state-steps (and their count)."""
+    def _default_compile(self, state_steps: int, state, action) -> bool:
+        """The default path's choice for ``state_steps`` more state-steps from ``state`` with
+        actions like ``action`` (B, A) or None (and their count)."""
         if not plain_autograd():  # the compiled step serves plain reverse mode only
             return False
         if self.compiling:
             return True
         self._eager_state_steps += int(state_steps)
+        if not self.compiling and self._eager_state_steps >= self._threshold() / 10:
+            self._compile_now = self._libraries_on_disk(state, action)
         if self.compiling:
             log.info("%s: compiling the physics step (the default path, see Scene.compile_after)",
                      self.path)  # fmt: skip
         return False
+
+    def _libraries_on_disk(self, state, action) -> bool:
+        """Whether the compiled step's libraries for this batch and grad mode are on disk
+        (asked once per batch size and grad mode)."""
+        import physics.ahead_of_time
+
+        asked = (state.position.shape[0], torch.is_grad_enabled())
+        if asked in self._asked_disk:
+            return False
+        self._asked_disk.add(asked)
+        if action is None and self.n_actuators:
+            action = state.position.new_zeros(state.position.shape[0], self.n_actuators)
+        return physics.ahead_of_time.on_disk(self.world, state, action, torch.is_grad_enabled())
 
     # ----------------------------------------------------------------- rendering
     def _poses(self, state):

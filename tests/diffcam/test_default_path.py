@@ -99,6 +99,7 @@ def test_default_path_compiles_after_its_threshold(scene_tools, tmp_path, monkey
 
     monkeypatch.setattr(physics, "compiled_step", fake_compiled_step)
     monkeypatch.setattr(sys.modules["physics.rollout"], "compiled_step", fake_compiled_step)
+    monkeypatch.setenv("DIFFCAM_CACHE_DIR", str(tmp_path / "empty"))  # no library on disk
     scene = _load(scene_tools, tmp_path, _tree(scene_tools.tiny()), batch_size=2)
     scene.compile_after = 10
     state = scene.initial_state()
@@ -116,6 +117,43 @@ def test_default_path_compiles_after_its_threshold(scene_tools, tmp_path, monkey
     fresh.rollout(50)
     fresh.step(fresh.initial_state(), compile=True)
     assert calls == [2] * 5 and not fresh.compiling
+
+
+def test_default_path_compiles_sooner_when_the_libraries_are_on_disk(
+    scene_tools, tmp_path, monkeypatch
+):
+    """With the compiled step's libraries on disk (`physics.ahead_of_time.on_disk`), the
+    default path compiles after a tenth of ``compile_after``, asking the disk once per batch
+    size and grad mode."""
+    asked = []
+
+    def on_disk(world, state, action, backward):
+        asked.append((state.position.shape[0], backward, action is None))
+        return state.position.shape[0] == 4
+
+    monkeypatch.setattr(sys.modules["physics.ahead_of_time"], "on_disk", on_disk)
+    compiled = []
+    for module in (physics, sys.modules["physics.rollout"]):
+        monkeypatch.setattr(
+            module, "compiled_step", lambda dtype: compiled.append(dtype) or physics.step
+        )
+    scene = _load(scene_tools, tmp_path, _tree(scene_tools.tiny()), batch_size=2)
+    scene.compile_after = 100
+    for _ in range(6):  # 12 state-steps: past a tenth, but nothing on disk at B = 2
+        scene.step(scene.initial_state(), compile=None)
+    assert not scene.compiling and asked == [(2, True, False)]
+    with torch.no_grad():
+        scene.rollout(3)  # asked again for the no-grad libraries
+    assert not scene.compiling and asked[-1] == (2, False, False)
+    other = _load(scene_tools, tmp_path, _tree(scene_tools.tiny()), "b4.toml", batch_size=4)
+    other.compile_after = 100
+    for _ in range(2):  # 8 state-steps: below a tenth
+        other.step(other.initial_state())
+    assert not other.compiling and len(asked) == 2
+    other.step(other.initial_state())  # 12: past a tenth, and on disk at B = 4
+    assert other.compiling and len(asked) == 3 and compiled == []
+    other.step(other.initial_state())
+    assert len(compiled) == 1
 
 
 def test_default_path_stays_eager_under_forward_mode_ad(scene_tools, tmp_path, monkeypatch):

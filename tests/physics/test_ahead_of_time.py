@@ -148,6 +148,23 @@ def test_a_new_process_loads_the_library_from_the_disk_cache(monkeypatch):
     assert len(ahead_of_time.LOADED) == loaded + 2  # the forward and the VJP
 
 
+def test_on_disk_tells_whether_the_libraries_are_built(monkeypatch, tmp_path):
+    """`on_disk`: True for the forward and VJP a grad step just used, False in an empty
+    cache, for a batch of one, and for maximal coordinates."""
+    _assert_matches_eager(3, steps=1)  # builds or loads the B < THREADED_BATCH pair
+    world = _world(3)
+    state, action = physics.initial_state(world), torch.zeros(3, 1)
+    assert ahead_of_time.on_disk(world, state, action, backward=True)
+    assert ahead_of_time.on_disk(_world(7), physics.initial_state(_world(7)), torch.zeros(7, 1),
+                                 backward=False)  # fmt: skip
+    one = _world(1)
+    assert not ahead_of_time.on_disk(one, physics.initial_state(one), torch.zeros(1, 1), False)
+    maximal = models.cart_pole(batch_size=3, coordinates="maximal")
+    assert not ahead_of_time.on_disk(maximal, physics.initial_state(maximal), action, False)
+    monkeypatch.setenv("DIFFCAM_CACHE_DIR", str(tmp_path))
+    assert not ahead_of_time.on_disk(world, state, action, backward=False)
+
+
 def test_a_failed_export_falls_back_with_a_warning(monkeypatch, caplog, tmp_path):
     """`compiled_step` then takes torch.compile; here the ahead-of-time step answers None."""
 
