@@ -205,6 +205,13 @@ def rollout(
     """
     if policy is not None and actions is not None:
         raise ValueError("give a policy or an action sequence, not both")
+    if actions is not None:
+        if actions.shape[0] < steps:
+            raise ValueError(
+                f"rollout: actions has {actions.shape[0]} steps, fewer than steps={steps}; "
+                "give one action per step, (steps, B, A)"
+            )
+        actions = actions[:steps]
 
     if compile and policy is None and world.structure.tree is not None:
         # a fixed action sequence in reduced coordinates: the whole rollout as one node

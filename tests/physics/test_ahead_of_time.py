@@ -98,6 +98,18 @@ def test_a_rollout_is_one_node_with_the_eager_values_and_gradients(decay, action
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
 
 
+def test_a_rollout_takes_the_first_steps_of_a_longer_action_sequence():
+    world = _world(3)
+    actions = torch.linspace(-1.0, 2.0, 15).view(5, 3, 1).requires_grad_(True)
+    trajectory = physics.rollout(world, physics.initial_state(world), 3, actions=actions,
+                                 compile=True)  # fmt: skip
+    assert trajectory.position.shape[0] == 4
+    (grad,) = torch.autograd.grad(trajectory.position.sum(), actions)
+    assert grad[:2].abs().sum() > 0 and grad[3:].abs().sum() == 0
+    with pytest.raises(ValueError, match="actions has 5 steps, fewer than steps=6"):
+        physics.rollout(world, physics.initial_state(world), 6, actions=actions, compile=True)
+
+
 def test_a_rollout_without_grad_matches_eager():
     world = _world(4)
     actions = torch.linspace(-1.0, 2.0, 20).view(5, 4, 1)
