@@ -110,12 +110,11 @@ def _edges_sd(code, o: Vec, d: Vec, h: Vec, A, fx, fy):
         )
     Ak = A.unsqueeze(1)
     if plain_autograd():
-        sd = edge_distance(o3, d.stacked(), starts, dirs, active, Ak, fx, fy)
-    else:
-        zero = torch.zeros_like(o3)
-        sd = primitive_silhouettes._edge_planes_sd(
-            o3, d.stacked(), starts, dirs, zero, active, Ak, fx, fy
-        )
+        return edge_distance(o3, d, starts, dirs, active, Ak, fx, fy)
+    zero = torch.zeros_like(o3)
+    sd = primitive_silhouettes._edge_planes_sd(
+        o3, d.stacked(), starts, dirs, zero, active, Ak, fx, fy
+    )
     return sd[:, 0]
 
 
