@@ -163,6 +163,38 @@ def ray_hit(code: int, o: Vec, d: Vec, h: Vec):
     return torch.where(hit, t, 1.0), hit
 
 
+# Rays whose silhouette distance is at most -_HIT_REACH (px) miss (see `_hit_near_silhouette`).
+_HIT_REACH = 1.0
+
+
+def _hit_near_silhouette(code: int, o: Vec, d: Vec, h: Vec, sd):
+    """`ray_hit` (t, hit) of a box or capsule for the rays whose silhouette distance ``sd``
+    (px) exceeds ``-_HIT_REACH``; elsewhere (1, False), as it would give there.
+
+    A ray meets a box or capsule only where its silhouette distance is >= 0: for a box the
+    distance to the projected outline, for a capsule ``(r - dist) f / t`` with ``dist`` the
+    ray's distance to the axis segment, ``t`` the depth of the ray's closest approach (where
+    that lies behind the camera, -``_BIG``: a ray from outside meets the capsule only around
+    its closest approach). Rounding moves these distances by far less than a pixel, so the
+    intersection, which costs more than the distance, is tested on the rays within
+    ``_HIT_REACH`` of the silhouette only: a soft edge's samples mostly lie outside it.
+    Shapes: o, h (nb, 1) columns; d and sd (nb, n)."""
+    shape = sd.shape
+    sel = (sd > -_HIT_REACH).view(-1).nonzero().squeeze(1)
+    image = sel // shape[-1]
+
+    def take(x):  # the selected rays' values, (m,)
+        if x.shape[-1] == 1:  # a per-image column
+            return x.reshape(-1).index_select(0, image)
+        return x.reshape(-1).index_select(0, sel)
+
+    t, hit = ray_hit(code, *(Vec(*(take(x) for x in v)) for v in (o, d, h)))
+    n = sd.numel()
+    t_all = sd.new_ones(n).index_put((sel,), t)
+    hit_all = torch.zeros(n, dtype=torch.bool, device=sd.device).index_put_((sel,), hit)
+    return t_all.view(shape), hit_all.view(shape)
+
+
 def _closest_approach_depth(o: Vec, d: Vec):
     """Ray parameter (depth) of the ray's closest approach to the local origin."""
     return safe_div(-o.dot(d), d.dot(d))
@@ -173,8 +205,7 @@ def _box(o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only):
     if distance_only:
         return SoftGeometry(sd)
     eps = _eps(d.z)
-    t_hit, hit = _box_hit(o, d, h)
-    t_hit = torch.where(hit, t_hit, 1.0)
+    t_hit, hit = _hit_near_silhouette(BOX, o, d, h, sd)
     tc = _closest_approach_depth(o, d)
     depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, _BIG))
     t = torch.where(hit, t_hit, tc.clamp(min=0))
@@ -252,7 +283,10 @@ def _cylinder_capsule(code, o: Vec, d: Vec, h: Vec, fm, distance_only):
             sd = _larger(sd, sd_cap)
     if distance_only:
         return SoftGeometry(sd)
-    t_hit, hit = _cylinder_capsule_hit(code, o, d, r, hl, rho2, a, od, eps)
+    if code == CAPSULE:
+        t_hit, hit = _hit_near_silhouette(code, o, d, h, sd)
+    else:
+        t_hit, hit = _cylinder_capsule_hit(code, o, d, r, hl, rho2, a, od, eps)
     depth = torch.where(hit, t_hit, torch.where(front, t_seg, _BIG))
     point = Vec(
         *(torch.where(hit, oi + t_hit * di, qi) for oi, di, qi in zip(o, d, q, strict=True))
