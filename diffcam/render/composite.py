@@ -36,7 +36,7 @@ _FAR = 1e30  # depth of a primitive not evaluated at a pixel (sorts last; covera
 class Plan(NamedTuple):
     """Where the samples go (no grad). one (n1,) samples alone at their pixel; many (m,)
     the others; slot (m,) each one's entry ``rank * N + row`` in the (L, N) depth-sorted
-    table of the N shared pixels ``q`` (N,); pix (n1 + N,) the written flat pixels (singles
+    table of the N shared pixels ``q`` (N,) (each once, in no particular order); pix (n1 + N,) the written flat pixels (singles
     first); chan (3, n1 + N) their flat (B, 3, P) image indices; winners (W,) the samples the
     hard test picks (the nearest hit per pixel); B, P, L."""
 
@@ -58,14 +58,11 @@ def make_plan(pid, prim, depth, hit, B: int, P: int, K: int, winners: bool = Tru
     once. Without ``winners`` the plan's winners are left empty (no hard test)."""
     with torch.no_grad():
         device = pid.device
-        single, q, row_of = _shared_pixels(pid, B * P, K)
-        one = single.nonzero().squeeze(1)
-        many = (~single).nonzero().squeeze(1)
+        one, many, q, row = _shared_pixels(pid, prim, B * P, K)
         found = [one[hit.index_select(0, one)]] if winners else [one[:0]]
-        q = slot = pid.new_empty(0) if q is None else q
+        slot = pid.new_empty(0)
         L = 0
         if many.numel():
-            row = row_of(pid.index_select(0, many))
             hits = hit[many] if winners else None
             slot, L, won = _sorted_slots(row, q.numel(), prim[many], depth[many], hits, K)
             if winners:
@@ -76,24 +73,32 @@ def make_plan(pid, prim, depth, hit, B: int, P: int, K: int, winners: bool = Tru
         return Plan(one, many, slot, q, pix, chan, torch.cat(found), B, P, L)
 
 
-def _shared_pixels(pid, n_pix: int, K: int):
-    """Which samples are alone at their pixel (S,) bool, the pixels several share q (N,)
-    ascending (None if none), and a function from such pixels to their rows in q.
+def _shared_pixels(pid, prim, n_pix: int, K: int):
+    """The samples alone at their pixel one (n1,) and the others many (m,) (indices into
+    the samples), the pixels several share q (N,) (each once, in no particular order), and
+    the rows in q of the many's pixels (m,).
 
     A count per pixel in bytes (K primitives, each at a pixel at most once, so counts stay
-    at most K), and a pixel-sized row map written only at q (never cleared, never read
-    elsewhere): a few linear passes over the samples, no sort or search of them all."""
+    at most K); q lists each shared pixel at its sample of the lowest primitive there (the
+    count map, reset at the shared pixels, then holds that primitive); a pixel-sized row
+    map written only at q (never cleared, never read elsewhere): a few linear passes over
+    the samples, no sort or search of them all."""
+    device = pid.device
     count_type = torch.uint8 if K < 256 else torch.int32
-    count = torch.zeros(n_pix, dtype=count_type, device=pid.device)
-    count.index_add_(0, pid, torch.ones((), dtype=count_type, device=pid.device).expand_as(pid))
+    count = torch.zeros(n_pix, dtype=count_type, device=device)
+    count.index_add_(0, pid, torch.ones((), dtype=count_type, device=device).expand_as(pid))
     single = count.index_select(0, pid) == 1
-    shared_pid = pid[~single]
-    if shared_pid.numel() == 0:
-        return single, None, None
-    q = torch.unique(shared_pid)
-    rows = torch.empty(n_pix, dtype=torch.long, device=pid.device)
-    rows.index_copy_(0, q, torch.arange(q.numel(), device=pid.device))
-    return single, q, lambda p: rows.index_select(0, p)
+    one = single.nonzero().squeeze(1)
+    many = (~single).nonzero().squeeze(1)
+    if many.numel() == 0:
+        return one, many, pid.new_empty(0), pid.new_empty(0)
+    shared, shared_prim = pid.index_select(0, many), prim.index_select(0, many)
+    lowest = count.index_fill_(0, shared, K)
+    lowest.scatter_reduce_(0, shared, shared_prim.to(count_type), "amin")
+    q = shared[lowest.index_select(0, shared) == shared_prim]
+    rows = torch.empty(n_pix, dtype=torch.long, device=device)
+    rows.index_copy_(0, q, torch.arange(q.numel(), device=device))
+    return one, many, q, rows.index_select(0, shared)
 
 
 def _sorted_slots(row, N: int, prim, depth, hit, K: int):
