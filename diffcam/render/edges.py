@@ -5,9 +5,9 @@ edge's image line, ``(n_e . d) / norm_e`` (``primitive_silhouettes._edge_planes_
 Recorded op by op that is a (samples, edges) product, a division, a mask and a minimum,
 each with its own (samples, edges) buffers in the backward. `edge_distance` does it in one
 node on the directions' components: the forward keeps only the nearest edge's index per
-sample, and the backward sends
-each sample's gradient to that edge alone, ``d sd / d d = n_e / norm_e``,
-``d sd / d n_e = d / norm_e``, ``d sd / d norm_e = -sd / norm_e``. ``geometry`` uses it for
+sample, and the backward sends each sample's gradient to that edge alone,
+``d sd / d d = n_e / norm_e``, ``d sd / d n_e = d / norm_e``,
+``d sd / d norm_e = -sd / norm_e``. ``geometry`` uses it for
 these kinds (the values of ``primitive_silhouettes._edge_planes_sd``; the gradients of the
 minimum's one edge where the reference splits them among exact ties).
 """
