@@ -23,14 +23,14 @@ def _bilinear_slopes(q, ax, ay):
     return _slopes(*corners, ax.unsqueeze(1), ay.unsqueeze(1))
 
 
-def _slopes(c00, c01, c10, c11, ax, ay):
+def _slopes(c00, c01, c10, c11, ax, ay, out=(None, None, None)):
     """`_bilinear_slopes` of the four corners' colours, in any layout ax and ay broadcast
-    against."""
+    against; written into ``out`` (colour, d/d ax, d/d ay; each a tensor or None)."""
     e_top, e_bot = c01 - c00, c11 - c10
     top = torch.addcmul(c00, e_top, ax)
-    d_ay = torch.addcmul(c10, e_bot, ax).sub_(top)  # bottom - top
-    d_ax = torch.addcmul(e_top, e_bot - e_top, ay)
-    return torch.addcmul(top, d_ay, ay), d_ax, d_ay
+    d_ay = torch.addcmul(c10, e_bot, ax, out=out[2]).sub_(top)  # bottom - top
+    d_ax = torch.addcmul(e_top, e_bot - e_top, ay, out=out[1])
+    return torch.addcmul(top, d_ay, ay, out=out[0]), d_ax, d_ay
 
 
 class _QuadSample(torch.autograd.Function):
@@ -120,24 +120,26 @@ class _QuadSampleBlocks(torch.autograd.Function):
     def forward(ctx, quad, u, v, shade, blocks):
         S = u.shape[0]
         quad_t = quad.t().contiguous()  # (12, N): corner i's channel c in row 3 i + c
-        col = quad.new_empty(3, S)
         row = torch.empty(S, dtype=torch.long, device=u.device)
         ax, ay, sx, sy = (u.new_empty(S) for _ in range(4))
         need_uvs = any(ctx.needs_input_grad[1:4])
         # d colour / d ax, d colour / d ay and the unshaded colour, each (3, S)
         jac = quad.new_empty(3, 3, S) if need_uvs else None
+        unshaded = quad.new_empty(3, S) if jac is None else jac[2]  # written in place
         for start, stop, *meta in blocks:
             for c0 in range(start, stop, _CHUNK):
                 sl = slice(c0, min(stop, c0 + _CHUNK))
                 r, ax[sl], ay[sl], sx[sl], sy[sl] = _quad_coords(u[sl], v[sl], *meta)
                 row[sl] = r
                 q = quad_t.index_select(1, r)
-                c, d_ax, d_ay = _slopes(q[0:3], q[3:6], q[6:9], q[9:12], ax[sl], ay[sl])
-                col[:, sl] = c
+                views = (unshaded[:, sl], None, None)
                 if jac is not None:
-                    jac[0, :, sl], jac[1, :, sl], jac[2, :, sl] = d_ax, d_ay, c
+                    views = (unshaded[:, sl], jac[0, :, sl], jac[1, :, sl])
+                _slopes(q[0:3], q[3:6], q[6:9], q[9:12], ax[sl], ay[sl], views)
         if shade is not None:
-            col.mul_(shade)
+            col = unshaded.mul_(shade) if jac is None else unshaded * shade
+        else:  # never a view of what the backward keeps
+            col = unshaded if jac is None else unshaded.clone()
         ctx.save_for_backward(quad, row, ax, ay, sx, sy, shade, jac)
         return col.t()
 
