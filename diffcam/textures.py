@@ -128,9 +128,10 @@ def _wrap_axis(x, n, repeat, second: bool):
 
 def _in_range(x, top):
     """``x`` clamped to [0, top] (a tensor or a Python number), NaN to 0 (``clamp`` keeps
-    NaN)."""
-    x = torch.where(x >= 0, x, 0.0)
-    return x.clamp(max=top) if isinstance(top, float) else torch.minimum(x, top)
+    NaN; ``nan_to_num`` also maps +-inf to finite values, which the clamp then sends to the
+    ends, as it would the infinities)."""
+    x = torch.nan_to_num(x, nan=0.0)
+    return x.clamp(0.0, top) if isinstance(top, float) else torch.minimum(x.clamp(min=0), top)
 
 
 def _bilinear_flat(texels, offset, width, height, repeat, u, v):

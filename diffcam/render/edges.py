@@ -4,9 +4,10 @@ Their distance is the minimum over silhouette edges of the signed pixel distance
 edge's image line, ``(n_e . d) / norm_e`` (``primitive_silhouettes._edge_planes_sd``).
 Recorded op by op that is a (samples, edges) product, a division, a mask and a minimum,
 each with its own (samples, edges) buffers in the backward. `edge_distance` does it in one
-node: the forward keeps only the nearest edge's index per sample, and the backward sends
-each sample's gradient to that edge alone, ``d sd / d d = n_e / norm_e``,
-``d sd / d n_e = d / norm_e``, ``d sd / d norm_e = -sd / norm_e``. ``geometry`` uses it for
+node on the directions' components: the forward keeps only the nearest edge's index per
+sample, and the backward sends each sample's gradient to that edge alone,
+``d sd / d d = n_e / norm_e``, ``d sd / d n_e = d / norm_e``,
+``d sd / d norm_e = -sd / norm_e``. ``geometry`` uses it for
 these kinds (the values of ``primitive_silhouettes._edge_planes_sd``; the gradients of the
 minimum's one edge where the reference splits them among exact ties).
 """
@@ -20,46 +21,64 @@ from .. import primitives as prim
 
 
 class _EdgeDistance(torch.autograd.Function):
-    """min over active edges of ``(n_e . d) / norm_e`` (nb, K, m) of directions d
-    (nb, K, m, 3), edge normals n (nb, K, E, 3), norms (nb, K, E) and active (nb, K, E)."""
+    """min over active edges of ``(n_e . d) / norm_e`` (nb, m) of directions d by components
+    dx, dy, dz (nb, m), edge normals n (nb, E, 3), norms (nb, E) and active (nb, E).
+
+    The (nb, E, m) table of the edges' distances is formed from d's components (a batched
+    matrix product with an inner size of 3 is several times slower on CPU), inactive edges
+    are pushed to ``_BIG`` by adding it (an exact 0 is added to the active ones), and the
+    minimum is an ``amin`` over the edge axis: ``min`` or ``argmin`` with indices over a small
+    axis are an order of magnitude slower. The nearest edge per sample, which the backward
+    needs, is found from the table by float ops alone (`_first_nearest`)."""
 
     @staticmethod
-    def forward(ctx, d, n, norm, active):
-        sd = (d @ n.transpose(-1, -2)).div_(norm.unsqueeze(2))
-        sd.masked_fill_(~active.unsqueeze(2), prim._BIG)
-        sd, edge = sd.min(-1)
-        ctx.save_for_backward(d, n, norm, active, sd, edge)
+    def forward(ctx, dx, dy, dz, n, norm, active):
+        val = torch.mul(n[:, :, 0:1], dx.unsqueeze(1))  # (nb, E, m)
+        val.addcmul_(n[:, :, 1:2], dy.unsqueeze(1)).addcmul_(n[:, :, 2:3], dz.unsqueeze(1))
+        val.div_(norm.unsqueeze(2)).add_(
+            torch.zeros_like(norm).masked_fill_(~active, prim._BIG).unsqueeze(2)
+        )
+        sd = val.amin(1)
+        edge = _first_nearest(val, sd) if any(ctx.needs_input_grad[:5]) else None
+        ctx.save_for_backward(dx, dy, dz, n, norm, active, sd, edge)
         return sd
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g):
-        d, n, norm, active, sd, edge = ctx.saved_tensors
+        dx, dy, dz, n, norm, active, sd, edge = ctx.saved_tensors
         # the nearest edge's 1 / norm per sample (0 where no edge is active: sd is constant)
-        inv = torch.where(active, 1.0 / norm, 0.0).gather(2, edge)
-        gs = g * inv  # (nb, K, m)
-        g_d = g_n = g_norm = None
-        need_d, need_n, need_norm = ctx.needs_input_grad[:3]
-        if need_d:  # n of each sample's edge (a batched product with the one-hot of edges)
-            g_d = gs.unsqueeze(-1) * _take_edges(n, edge)
-        if need_n:
-            idx = edge.unsqueeze(-1).expand(*edge.shape, 3)
-            g_n = torch.zeros_like(n).scatter_add_(2, idx, gs.unsqueeze(-1) * d)
-        if need_norm:
-            g_norm = torch.zeros_like(norm).scatter_add_(2, edge, -gs * sd)
-        return g_d, g_n, g_norm, None
+        gs = g * torch.where(active, 1.0 / norm, 0.0).gather(1, edge)  # (nb, m)
+        need_d, need_n, need_norm = any(ctx.needs_input_grad[:3]), *ctx.needs_input_grad[3:5]
+        g_d = (None, None, None)
+        g_n = g_norm = None
+        if need_d:  # n of each sample's edge
+            g_d = tuple(gs * n[:, :, i].gather(1, edge) for i in range(3))
+        if need_n or need_norm:  # each sample's share added into its edge's entries
+            # by component (a scatter of (nb, m, 4) rows, and their stack, are slower)
+            table = gs.new_zeros(4, *norm.shape)  # d sd / d n_e by component, d sd / d norm_e
+            for i, part in enumerate((dx, dy, dz, -sd)):
+                table[i].scatter_add_(1, edge, gs * part)
+            g_n, g_norm = table[:3].permute(1, 2, 0), table[3]
+        return *g_d, (g_n if need_n else None), (g_norm if need_norm else None), None
 
 
-def _take_edges(n, edge):
-    """n (nb, K, E, 3) at edge indices ``edge`` (nb, K, m) -> (nb, K, m, 3)."""
-    nb, K, E, _ = n.shape
-    m = edge.shape[-1]
-    flat = edge + torch.arange(nb * K, device=edge.device).view(nb, K, 1) * E
-    return n.reshape(nb * K * E, 3).index_select(0, flat.reshape(-1)).view(nb, K, m, 3)
+def _first_nearest(val, sd):
+    """The index (nb, m) long of the first edge e where ``val`` (nb, E, m) attains its
+    minimum ``sd`` (nb, m) (0 where it is NaN): the minimum over e of
+    ``e + E * ceil(min(val_e - sd, 1))``, in which the attaining edges count e and the others
+    at least E."""
+    E = val.shape[1]
+    key = torch.ceil((val - sd.unsqueeze(1)).clamp_(max=1.0)).mul_(E)
+    key.add_(torch.arange(E, dtype=val.dtype, device=val.device).view(1, E, 1))
+    return key.amin(1).nan_to_num_(0.0).long()
 
 
 def edge_distance(o, d, starts, dirs, active, A, fx, fy):
     """``primitive_silhouettes._edge_planes_sd`` (centre reference at the local origin) in one
-    node."""
+    node, for one primitive per image: o (nb, 1, 3); d a :class:`~geometry.Vec` of (nb, m)
+    ray directions; starts, dirs (nb, 1, E, 3); active (nb, 1, E); A (nb, 1, 3, 3);
+    fx, fy (nb, 1) -> (nb, m)."""
     n, _, norm = primitive_silhouettes._edge_lines(o, starts, dirs, torch.zeros_like(o), A, fx, fy)
-    return _EdgeDistance.apply(d, n, norm, active)
+    dx, dy, dz = torch.broadcast_tensors(d.x, d.y, d.z)
+    return _EdgeDistance.apply(dx, dy, dz, n[:, 0], norm[:, 0], active[:, 0])

@@ -92,6 +92,12 @@ def _eps(t: torch.Tensor) -> float:
     return prim._eps_t(t)
 
 
+def _div_nonneg(a, b):
+    """``safe_div(a, b)`` for ``b >= 0`` (a sum of squares): the same values, with ``b``
+    raised to ``tiny(b)`` by one clamp instead of safe_div's sign test and selects."""
+    return a / b.clamp(min=tiny(b))
+
+
 def _edges_sd(code, o: Vec, d: Vec, h: Vec, A, fx, fy):
     """Rectangles' and boxes' distance to their silhouette edges' image lines: the fused
     ``edges.edge_distance`` node (the reference under forward-mode AD)."""
@@ -110,12 +116,11 @@ def _edges_sd(code, o: Vec, d: Vec, h: Vec, A, fx, fy):
         )
     Ak = A.unsqueeze(1)
     if plain_autograd():
-        sd = edge_distance(o3, d.stacked(), starts, dirs, active, Ak, fx, fy)
-    else:
-        zero = torch.zeros_like(o3)
-        sd = primitive_silhouettes._edge_planes_sd(
-            o3, d.stacked(), starts, dirs, zero, active, Ak, fx, fy
-        )
+        return edge_distance(o3, d, starts, dirs, active, Ak, fx, fy)
+    zero = torch.zeros_like(o3)
+    sd = primitive_silhouettes._edge_planes_sd(
+        o3, d.stacked(), starts, dirs, zero, active, Ak, fx, fy
+    )
     return sd[:, 0]
 
 
@@ -164,9 +169,41 @@ def ray_hit(code: int, o: Vec, d: Vec, h: Vec):
     return torch.where(hit, t, 1.0), hit
 
 
+# Rays whose silhouette distance is at most -_HIT_REACH (px) miss (see `_hit_near_silhouette`).
+_HIT_REACH = 1.0
+
+
+def _hit_near_silhouette(code: int, o: Vec, d: Vec, h: Vec, sd):
+    """`ray_hit` (t, hit) of a box or capsule for the rays whose silhouette distance ``sd``
+    (px) exceeds ``-_HIT_REACH``; elsewhere (1, False), as it would give there.
+
+    A ray meets a box or capsule only where its silhouette distance is >= 0: for a box the
+    distance to the projected outline, for a capsule ``(r - dist) f / t`` with ``dist`` the
+    ray's distance to the axis segment, ``t`` the depth of the ray's closest approach (where
+    that lies behind the camera, -``_BIG``: a ray from outside meets the capsule only around
+    its closest approach). Rounding moves these distances by far less than a pixel, so the
+    intersection, which costs more than the distance, is tested on the rays within
+    ``_HIT_REACH`` of the silhouette only: a soft edge's samples mostly lie outside it.
+    Shapes: o, h (nb, 1) columns; d and sd (nb, n)."""
+    shape = sd.shape
+    sel = (sd > -_HIT_REACH).view(-1).nonzero().squeeze(1)
+    image = sel // shape[-1]
+
+    def take(x):  # the selected rays' values, (m,)
+        if x.shape[-1] == 1:  # a per-image column
+            return x.reshape(-1).index_select(0, image)
+        return x.reshape(-1).index_select(0, sel)
+
+    t, hit = ray_hit(code, *(Vec(*(take(x) for x in v)) for v in (o, d, h)))
+    n = sd.numel()
+    t_all = sd.new_ones(n).index_put((sel,), t)
+    hit_all = torch.zeros(n, dtype=torch.bool, device=sd.device).index_put_((sel,), hit)
+    return t_all.view(shape), hit_all.view(shape)
+
+
 def _closest_approach_depth(o: Vec, d: Vec):
     """Ray parameter (depth) of the ray's closest approach to the local origin."""
-    return safe_div(-o.dot(d), d.dot(d))
+    return _div_nonneg(-o.dot(d), d.dot(d))
 
 
 def _box(o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only):
@@ -174,8 +211,7 @@ def _box(o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only):
     if distance_only:
         return SoftGeometry(sd)
     eps = _eps(d.z)
-    t_hit, hit = _box_hit(o, d, h)
-    t_hit = torch.where(hit, t_hit, 1.0)
+    t_hit, hit = _hit_near_silhouette(BOX, o, d, h, sd)
     tc = _closest_approach_depth(o, d)
     depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, _BIG))
     t = torch.where(hit, t_hit, tc.clamp(min=0))
@@ -210,7 +246,7 @@ def _sphere(o: Vec, d: Vec, h: Vec, fm, distance_only):
     r = h.x
     eps = _eps(d.z)
     dd, od = d.dot(d), o.dot(d)
-    tc = safe_div(-od, dd)
+    tc = _div_nonneg(-od, dd)
     q = Vec(o.x + tc * d.x, o.y + tc * d.y, o.z + tc * d.z)
     front = tc > eps
     tc_s = torch.where(front, tc, 1.0)
@@ -233,9 +269,9 @@ def _cylinder_capsule(code, o: Vec, d: Vec, h: Vec, fm, distance_only):
     rho2 = d.x * d.x + d.y * d.y  # |d|^2 - d_z^2
     a = rho2 + d.z * d.z
     od = o.dot(d)
-    z_line = safe_div(a * o.z - d.z * od, rho2)
+    z_line = _div_nonneg(a * o.z - d.z * od, rho2)
     z_seg = _clamp(z_line, hl) if code == CAPSULE else z_line
-    t_seg = safe_div(z_seg * d.z - od, a)
+    t_seg = _div_nonneg(z_seg * d.z - od, a)
     q = Vec(o.x + t_seg * d.x, o.y + t_seg * d.y, o.z + t_seg * d.z)
     qz = q.z - z_seg
     dist = safe_sqrt(q.x * q.x + q.y * q.y + qz * qz)
@@ -253,7 +289,10 @@ def _cylinder_capsule(code, o: Vec, d: Vec, h: Vec, fm, distance_only):
             sd = _larger(sd, sd_cap)
     if distance_only:
         return SoftGeometry(sd)
-    t_hit, hit = _cylinder_capsule_hit(code, o, d, r, hl, rho2, a, od, eps)
+    if code == CAPSULE:
+        t_hit, hit = _hit_near_silhouette(code, o, d, h, sd)
+    else:
+        t_hit, hit = _cylinder_capsule_hit(code, o, d, r, hl, rho2, a, od, eps)
     depth = torch.where(hit, t_hit, torch.where(front, t_seg, _BIG))
     point = Vec(
         *(torch.where(hit, oi + t_hit * di, qi) for oi, di, qi in zip(o, d, q, strict=True))
@@ -318,11 +357,13 @@ def _on_cylinder_cap(p: Vec, r, hl):
 
 
 def _box_face(p: Vec, h: Vec):
-    """``primitives._box_face``: the face axis (0, 1, 2) a point is on, as two bool masks
-    (on the x face, on the y face; else z)."""
+    """``primitives._box_face``: the face a point is on, as bool masks on the x face, on the
+    y face (else z), and whether it is the face on the positive side (no autograd)."""
+    p, h = Vec(*(x.detach() for x in p)), Vec(*(x.detach() for x in h))
     rx, ry, rz = (pi.abs() / torch.where(hi > 0, hi, 1.0) for pi, hi in zip(p, h, strict=True))
     on_x = (rx >= ry) & (rx >= rz)
-    return on_x, ~on_x & (ry >= rz)
+    on_y = ~on_x & (ry >= rz)
+    return on_x, on_y, torch.where(on_x, p.x, torch.where(on_y, p.y, p.z)) >= 0
 
 
 def texture_coords(code: int, p: Vec, h: Vec):
@@ -336,12 +377,11 @@ def texture_coords(code: int, p: Vec, h: Vec):
         return _lon(p.x, p.y), 0.5 + safe_atan2(p.z, rho) / math.pi
     if code == BOX:
         sx, sy, sz = (_clamp(pi, hi) / (2 * hi) for pi, hi in zip(p, h, strict=True))
-        on_x, on_y = _box_face(p, h)
-        pos = torch.where(on_x, p.x, torch.where(on_y, p.y, p.z)) >= 0
-        u_x = torch.where(pos, sy, -sy)
-        u_y = torch.where(pos, -sx, sx)
-        u_z = torch.where(pos, sx, -sx)
-        u = torch.where(on_x, u_x, torch.where(on_y, u_y, u_z)) + 0.5
+        on_x, on_y, pos = _box_face(p, h)
+        # u: sy on the x faces, -sx on the y faces, sx on the z faces; negated on the
+        # negative sides (the sign applied as a factor of +-1: one select of sx or sy)
+        flip = torch.where(pos != on_y, 1.0, -1.0).to(sx.dtype)
+        u = flip * torch.where(on_x, sy, sx) + 0.5
         return u, torch.where(on_x | on_y, sz, sy) + 0.5
     r, hl = h.x, h.y
     if code == CYLINDER:
@@ -354,14 +394,10 @@ def texture_coords(code: int, p: Vec, h: Vec):
 
 
 def _normal(code: int, p: Vec, h: Vec) -> Vec:
-    """An outward normal (not normalised) at local surface points ``p``."""
+    """An outward normal (not normalised) at local surface points ``p`` (not of a box:
+    `shading` takes its faces' unit normals directly)."""
     if code == SPHERE:
         return p
-    if code == BOX:
-        on_x, on_y = _box_face(p, h)
-        on_z = ~(on_x | on_y)
-        return Vec(*(torch.where(on, torch.where(pi >= 0, 1.0, -1.0), 0.0).to(p.x.dtype)
-                     for on, pi in zip((on_x, on_y, on_z), p, strict=True)))  # fmt: skip
     r, hl = h.x, h.y
     if code == CYLINDER:
         cap = _on_cylinder_cap(p, r, hl)
@@ -381,6 +417,14 @@ def shading(code: int, p: Vec, d: Vec, h: Vec, light: Vec, ambient, intensity, t
     if code in (PLANE, RECT):
         lz = torch.where(d.z > 0, -light.z, light.z) if two_sided else light.z
         cos = lz.expand_as(d.z)
+    elif code == BOX:  # the unit normal +-e_i of face i: n . v = +-v_i
+        on_x, on_y, pos = _box_face(p, h)
+        side = torch.where(pos, 1.0, -1.0).to(p.x.dtype)
+        cos = side * torch.where(on_x, light.x, torch.where(on_y, light.y, light.z))
+        if two_sided:
+            cos = torch.where(
+                side * torch.where(on_x, d.x, torch.where(on_y, d.y, d.z)) > 0, -cos, cos
+            )
     else:
         n = _normal(code, p, h)
         length = safe_sqrt(n.dot(n)).clamp(min=1e-12)

@@ -110,9 +110,11 @@ def _span_pixels(lo, hi, W: int) -> PixelList:
     marks = torch.zeros(B, n + 1, dtype=end.dtype, device=lo.device)
     marks.scatter_add_(1, end.clamp(max=n), torch.ones_like(end))
     row = marks[:, :n].cumsum(1).clamp(max=H - 1)
-    col = lo.gather(1, row) + j - (end - count).gather(1, row)
+    # slot j of row y is pixel y W + lo[y] + (j - the row's first slot): one gather of the
+    # per-row part
+    first = torch.arange(H, device=lo.device) * W + lo - (end - count)  # (B, H)
+    pix = first.gather(1, row) + j
     valid = j < total.unsqueeze(1)
-    pix = row * W + col
     pix = torch.where(valid, pix, pix[:, :1]).clamp(0, H * W - 1)
     return PixelList(pix, valid)
 

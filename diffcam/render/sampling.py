@@ -14,19 +14,23 @@ import torch
 
 from ..autodiff import plain_autograd
 from ..textures import _bilerp, _quad_coords
-from .composite import _dot3
 
 
 def _bilinear_slopes(q, ax, ay):
     """Bilinear colour (n, 3) of corners ``q`` (n, 12) at fractions ax, ay (n,), and its
     derivatives along ax and along ay (n, 3) each, from the same corner differences."""
-    c00, c01, c10, c11 = q[:, 0:3], q[:, 3:6], q[:, 6:9], q[:, 9:12]
-    axe, aye = ax.unsqueeze(1), ay.unsqueeze(1)
+    corners = q[:, 0:3], q[:, 3:6], q[:, 6:9], q[:, 9:12]
+    return _slopes(*corners, ax.unsqueeze(1), ay.unsqueeze(1))
+
+
+def _slopes(c00, c01, c10, c11, ax, ay, out=(None, None, None)):
+    """`_bilinear_slopes` of the four corners' colours, in any layout ax and ay broadcast
+    against; written into ``out`` (colour, d/d ax, d/d ay; each a tensor or None)."""
     e_top, e_bot = c01 - c00, c11 - c10
-    top = torch.addcmul(c00, e_top, axe)
-    d_ay = torch.addcmul(c10, e_bot, axe).sub_(top)  # bottom - top
-    d_ax = torch.addcmul(e_top, e_bot - e_top, aye)
-    return torch.addcmul(top, d_ay, aye), d_ax, d_ay
+    top = torch.addcmul(c00, e_top, ax)
+    d_ay = torch.addcmul(c10, e_bot, ax, out=out[2]).sub_(top)  # bottom - top
+    d_ax = torch.addcmul(e_top, e_bot - e_top, ay, out=out[1])
+    return torch.addcmul(top, d_ay, ay, out=out[0]), d_ax, d_ay
 
 
 class _QuadSample(torch.autograd.Function):
@@ -106,30 +110,38 @@ class _QuadSampleBlocks(torch.autograd.Function):
     When (u, v) or the shading need gradients, the forward keeps each sample's unshaded
     colour's derivatives along the two bilinear fractions and the colour itself (the
     corner differences it forms anyway), so that the backward is three row products with
-    the incoming gradient instead of a second gather of the corners."""
+    the incoming gradient instead of a second gather of the corners.
+
+    The arithmetic runs channel by channel on (3, n) rows, from the transposed quad table
+    (12, N): on (n, 3) columns every op is a strided, barely vectorised pass. The colours
+    come back as the (S, 3) transpose of a (3, S) tensor."""
 
     @staticmethod
     def forward(ctx, quad, u, v, shade, blocks):
         S = u.shape[0]
-        col = quad.new_empty(S, 3)
+        quad_t = quad.t().contiguous()  # (12, N): corner i's channel c in row 3 i + c
         row = torch.empty(S, dtype=torch.long, device=u.device)
         ax, ay, sx, sy = (u.new_empty(S) for _ in range(4))
         need_uvs = any(ctx.needs_input_grad[1:4])
-        # d colour / d ax, d colour / d ay and the unshaded colour, each (S, 3)
-        jac = quad.new_empty(3, S, 3) if need_uvs else None
+        # d colour / d ax, d colour / d ay and the unshaded colour, each (3, S)
+        jac = quad.new_empty(3, 3, S) if need_uvs else None
+        unshaded = quad.new_empty(3, S) if jac is None else jac[2]  # written in place
         for start, stop, *meta in blocks:
             for c0 in range(start, stop, _CHUNK):
                 sl = slice(c0, min(stop, c0 + _CHUNK))
                 r, ax[sl], ay[sl], sx[sl], sy[sl] = _quad_coords(u[sl], v[sl], *meta)
                 row[sl] = r
-                c, d_ax, d_ay = _bilinear_slopes(quad.index_select(0, r), ax[sl], ay[sl])
-                col[sl] = c
+                q = quad_t.index_select(1, r)
+                views = (unshaded[:, sl], None, None)
                 if jac is not None:
-                    jac[0, sl], jac[1, sl], jac[2, sl] = d_ax, d_ay, c
+                    views = (unshaded[:, sl], jac[0, :, sl], jac[1, :, sl])
+                _slopes(q[0:3], q[3:6], q[6:9], q[9:12], ax[sl], ay[sl], views)
         if shade is not None:
-            col.mul_(shade.unsqueeze(1))
+            col = unshaded.mul_(shade) if jac is None else unshaded * shade
+        else:  # never a view of what the backward keeps
+            col = unshaded if jac is None else unshaded.clone()
         ctx.save_for_backward(quad, row, ax, ay, sx, sy, shade, jac)
-        return col
+        return col.t()
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -145,13 +157,19 @@ class _QuadSampleBlocks(torch.autograd.Function):
                 gq = g[sl] if shade is None else g[sl] * shade[sl].unsqueeze(1)
                 g_quad.index_add_(0, row[sl], _QuadSample._weights(gq, ax[sl], ay[sl]))
         if need_u or need_v or need_s:
-            g_ax, g_ay, g_col = (_dot3(j, g) for j in jac)  # g . each (S, 3) row
+            g_t = g.t()  # (3, S)
+            g_ax, g_ay, g_col = (_dot3_rows(j, g_t) for j in jac)  # g . each (3, S) column
             if shade is not None:
                 g_ax, g_ay = g_ax * shade, g_ay * shade
             g_u = g_ax * sx if need_u else None
             g_v = g_ay * sy if need_v else None
             g_s = g_col if need_s else None
         return g_quad, g_u, g_v, g_s, None
+
+
+def _dot3_rows(a, b):
+    """Column dot products (n,) of a, b (3, n)."""
+    return torch.addcmul(torch.addcmul(a[0] * b[0], a[1], b[1]), a[2], b[2])
 
 
 def sample_quad_blocks(quad, u, v, blocks, shade=None):
