@@ -12,7 +12,7 @@ import torch
 
 from ..primitives import PLANE, RECT
 from .frame import Frame
-from .geometry import Vec, ray_hit, shading, texture_coords
+from .geometry import Vec, ray_hit
 from .nearest import _nearest
 from .planar import (
     G_A,
@@ -39,6 +39,7 @@ from .planar import (
     affine,
     safe_inverse,
 )
+from .surface import shading, texture_coords
 
 
 class Hits(NamedTuple):

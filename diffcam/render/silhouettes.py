@@ -19,9 +19,10 @@ from torch.utils.checkpoint import checkpoint
 from .appearance import transform_colours
 from .composite import _channels_first, composite, make_plan
 from .frame import Frame
-from .geometry import columns, local_rays, shading, soft_geometry, texture_coords
+from .geometry import columns, local_rays, soft_geometry
 from .reach import candidates, kept_pixels
 from .sampling import sample_quad_blocks
+from .surface import shading, texture_coords
 
 # Soft coverage sigmoid(sd / sigma) is treated as exactly 0 where sd <= -_SOFT_TAIL * sigma.
 # float32: sigmoid(-9.21) = 1.0e-4, the cut-off of PyTorch3D's soft rasteriser: it changes a

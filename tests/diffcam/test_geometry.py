@@ -1,4 +1,4 @@
-"""Per-sample geometry by components (`render.geometry`) against the vector forms it
+"""Per-sample geometry by components (`render.geometry`, `render.surface`) against the vector forms it
 rewrites (`primitives.intersect`, `primitive_silhouettes.silhouette_distance(..., with_hit=True)`,
 `primitives.surface_uv`, `render.shading.shade_at`): every primitive kind, float64 values and
 gradients to the camera centre, the rotation, the sizes, the light and the ray slopes;
@@ -16,6 +16,7 @@ from diffcam import primitives as prim
 from diffcam.render.shading import shade_at
 
 geometry = importlib.import_module("diffcam.render.geometry")
+surface = importlib.import_module("diffcam.render.surface")
 
 KIND_SIZES = {
     prim.PLANE: (1.0, 1.0, 0.0),
@@ -60,8 +61,8 @@ def _components(code, A, o, h, light, dxp, dyp, pix, fx, fy):
     d = geometry.local_rays(A, dxp, dyp, pix, W)
     hc = geometry.columns(h)
     g = geometry.soft_geometry(code, geometry.columns(o), d, hc, A, fx, fy)
-    u, v = geometry.texture_coords(code, g.point, hc)
-    shade = geometry.shading(code, g.point, d, hc, geometry.columns(light), 0.3, 0.7)
+    u, v = surface.texture_coords(code, g.point, hc)
+    shade = surface.shading(code, g.point, d, hc, geometry.columns(light), 0.3, 0.7)
     return (g.sd, g.depth, *g.point, u, v, shade), g.hit
 
 
@@ -161,7 +162,7 @@ def test_ray_hit_and_two_sided_shading_match_vector_forms(code):
     oc, hc = geometry.columns(o_), geometry.columns(h_)
     t, hit = geometry.ray_hit(code, oc, d, hc)
     p = geometry.Vec(*(oi + t * di for oi, di in zip(oc, d, strict=True)))
-    shade = geometry.shading(code, p, d, hc, geometry.columns(light_), 0.3, 0.7, two_sided=True)
+    shade = surface.shading(code, p, d, hc, geometry.columns(light_), 0.3, 0.7, two_sided=True)
     d3 = torch.stack(torch.broadcast_tensors(*d), -1)
     t_ref, hit_ref = prim.intersect(code, o_.unsqueeze(1), d3, h_.unsqueeze(1))
     p_ref = o_.unsqueeze(1) + t_ref.unsqueeze(-1) * d3
