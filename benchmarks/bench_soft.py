@@ -21,7 +21,8 @@ forward+backward medians), both on the default path (eager; ``Scene.render`` for
 with mitsuba), B = 64 views of 5 textured cards, forward+backward to the textures, and one
 image's pose gradient with the projective integrator (``--pose``), and prints its JSON line and
 a summary line ``soft_vs_mitsuba`` (our soft B = 64 forward+backward over Mitsuba's projective
-pose gradient of one image: below 1 is faster).
+pose gradient of one image: below 1 is faster; with both sides' thread counts: Mitsuba's
+script uses 2, ours ``--threads``).
 
 Times are medians and minima (the steadier figure on a shared machine) over ``--repeats`` runs
 after ``--warmup`` runs, the soft and the hard render in turn within each run;
@@ -156,6 +157,7 @@ def main():
         print(json.dumps(peer), flush=True)
         one_image = peer["pose_forward_backward_ms_1spp"]
         summary = {"bench": "soft_vs_mitsuba", "mitsuba_pose_1_image_ms": one_image}
+        summary.update(threads=torch.get_num_threads(), mitsuba_threads=peer.get("threads"))
         summary["mitsuba_textures_b64_fwd_bwd_ms"] = peer.get("forward_backward_ms")
         for case, r in results.items():
             if r["B"] == 64:
