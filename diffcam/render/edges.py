@@ -24,17 +24,20 @@ class _EdgeDistance(torch.autograd.Function):
     """min over active edges of ``(n_e . d) / norm_e`` (nb, m) of directions d by components
     dx, dy, dz (nb, m), edge normals n (nb, E, 3), norms (nb, E) and active (nb, E).
 
-    The (nb, E, m) table of the edges' distances is formed from d's components (a batched
-    matrix product with an inner size of 3 is several times slower on CPU), inactive edges
-    are pushed to ``_BIG`` by adding it (an exact 0 is added to the active ones), and the
-    minimum is an ``amin`` over the edge axis: ``min`` or ``argmin`` with indices over a small
-    axis are an order of magnitude slower. The nearest edge per sample, which the backward
-    needs, is found from the table by float ops alone (`_first_nearest`)."""
+    The (nb, E, m) table of the edges' distances is the reference's batched matrix product
+    (the same rounding: element-wise products and sums gave other last bits, enough to change
+    a shipped controller's closed loop), inactive edges are pushed to ``_BIG`` by adding it
+    (an exact 0 is added to the active ones), and the minimum is an ``amin`` over the edge
+    axis: ``min`` or ``argmin`` with indices over a small axis are an order of magnitude
+    slower. The nearest edge per sample, which the backward needs, is found from the table
+    by float ops alone (`_first_nearest`); the backward works on d's components."""
 
     @staticmethod
     def forward(ctx, dx, dy, dz, n, norm, active):
-        val = torch.mul(n[:, :, 0:1], dx.unsqueeze(1))  # (nb, E, m)
-        val.addcmul_(n[:, :, 1:2], dy.unsqueeze(1)).addcmul_(n[:, :, 2:3], dz.unsqueeze(1))
+        # (nb, 1, m, 3) @ (nb, 1, 3, E), the shapes of `primitive_silhouettes._edge_planes_sd`'s
+        # product, seen as (nb, E, m)
+        d = torch.stack((dx, dy, dz), -1).unsqueeze(1)
+        val = (d @ n.unsqueeze(1).transpose(-1, -2))[:, 0].transpose(1, 2)
         val.div_(norm.unsqueeze(2)).add_(
             torch.zeros_like(norm).masked_fill_(~active, prim._BIG).unsqueeze(2)
         )

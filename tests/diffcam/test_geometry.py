@@ -10,6 +10,7 @@ import importlib
 
 import pytest
 import torch
+import torch.autograd.forward_ad as fwad
 
 from diffcam import primitive_silhouettes
 from diffcam import primitives as prim
@@ -179,3 +180,21 @@ def test_ray_hit_and_two_sided_shading_match_vector_forms(code):
             assert (a is None or not a.any()) and (b is None or not b.any())
             continue
         torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("code", [prim.RECT, prim.BOX])
+def test_edge_distance_is_the_references_bit_for_bit_in_float32(code):
+    """The fused edge distance (`render.edges`) rounds as the reference product does: the
+    shipped pixel controller, trained on soft renders, fails a start of its evaluation when
+    the silhouette distance changes in its last bits."""
+    A, o, h, light, dxp, dyp, pix = _inputs(code, torch.float32)
+    fx = fy = torch.full((NB, 1), 300.0)
+    d = geometry.local_rays(A, dxp, dyp, pix, W)
+    fused = geometry.soft_geometry(code, geometry.columns(o), d, geometry.columns(h), A, fx, fy)
+    with fwad.dual_level():  # the reference, recorded op by op, serves forward-mode AD
+        dual = fwad.make_dual(o, torch.zeros_like(o))
+        reference = geometry.soft_geometry(
+            code, geometry.columns(dual), d, geometry.columns(h), A, fx, fy
+        )
+        sd = fwad.unpack_dual(reference.sd).primal
+    assert torch.equal(fused.sd, sd)
