@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from .. import primitives as prim
-from .._safe import safe_sqrt, tiny
+from .._safe import tiny
 
 
 class _CapsuleSoft(torch.autograd.Function):
@@ -44,19 +44,23 @@ class _CapsuleSoft(torch.autograd.Function):
         t_seg = (z_seg * dz - od) / a.clamp(min=tiny(a))
         qx, qy, qz = ox + t_seg * dx, oy + t_seg * dy, oz + t_seg * dz
         wz = qz - z_seg
-        dist = safe_sqrt(qx * qx + qy * qy + wz * wz)
-        front = t_seg > eps
-        t_s = torch.where(front, t_seg, 1.0)
-        sd = torch.where(front, (r - dist) * fm / t_s, -prim._BIG)
+        w2 = qx * qx + qy * qy + wz * wz
+        # selects as products with float masks, exact here (every operand is finite)
+        dist = torch.sqrt(w2.clamp(min=0.0)) * _step(w2 - tiny(w2), 0.0)  # safe_sqrt
+        front_f = _step(t_seg - eps, 0.0)
+        back_f = 1.0 - front_f
+        t_s = t_seg * front_f + back_f
+        sd = (r - dist) * fm / t_s * front_f - prim._BIG * back_f
         o, d = Vec(ox, oy, oz), Vec(dx, dy, dz)
         t_hit, hit = _hit_near_silhouette(prim.CAPSULE, o, d, Vec(r, hl, hl), sd)
-        depth = torch.where(hit, t_hit, torch.where(front, t_seg, prim._BIG))
+        hit_f = hit.to(sd.dtype)
+        miss_f = 1.0 - hit_f
+        depth = t_hit * hit_f + (t_seg * front_f + prim._BIG * back_f) * miss_f
         px, py, pz = (
-            torch.where(hit, oi + t_hit * di, qi)
+            (oi + t_hit * di) * hit_f + qi * miss_f
             for oi, di, qi in zip(o, d, (qx, qy, qz), strict=True)
         )
         ctx.mark_non_differentiable(hit)
-        front_f, hit_f = front.to(sd.dtype), hit.to(sd.dtype)
         ctx.save_for_backward(
             *(ox, oy, oz, dx, dy, dz, r, hl, fm, rho2, a, od, z_line, z_seg, t_seg, t_s),
             *(qx, qy, wz, dist, sd, front_f, hit_f, t_hit, px, py, pz),
