@@ -63,7 +63,7 @@ class _CapsuleSoft(torch.autograd.Function):
         ctx.mark_non_differentiable(hit)
         ctx.save_for_backward(
             *(ox, oy, oz, dx, dy, dz, r, hl, fm, rho2, a, od, z_line, z_seg, t_seg, t_s),
-            *(qx, qy, wz, dist, sd, front_f, hit_f, t_hit, px, py, pz),
+            *(qx, qy, wz, dist, sd, front_f, hit_f, miss_f, t_hit, px, py, pz),
         )
         return sd, depth, px, py, pz, hit
 
@@ -75,19 +75,19 @@ class _CapsuleSoft(torch.autograd.Function):
         g_o, g_d, g_r, g_hl, g_fm = _closest_approach_backward(
             saved, g_sd, g_depth, g_px, g_py, g_pz
         )
-        px, py, pz, hit_f, t_hit = saved[-3], saved[-2], saved[-1], saved[-5], saved[-4]
+        hit_f, miss_f, t_hit, px, py, pz = saved[-6:]
         # the hit: p = o + t d, dt from the implicit surface |p - c(p)|^2 = r^2
         nz = pz - torch.clamp(pz, -hl, hl)
-        nd = px * dx + py * dy + nz * dz
-        g_th = g_depth + g_px * dx + g_py * dy + g_pz * dz
-        kk = g_th * hit_f / (nd * hit_f + (1.0 - hit_f))  # n . d where hit, else 1
+        nd = torch.mul(px, dx).addcmul_(py, dy).addcmul_(nz, dz)
+        g_th = torch.addcmul(g_depth, g_px, dx).addcmul_(g_py, dy).addcmul_(g_pz, dz)
+        kk = g_th.mul_(hit_f).div_(nd.mul_(hit_f).add_(miss_f))  # dL/dt / (n . d) where hit
         th = t_hit * hit_f
-        g_r = g_r + kk * r
-        g_hl = g_hl + kk * nz.abs()
+        g_r.addcmul_(kk, r)
+        g_hl.addcmul_(kk, nz.abs())
         for i, (gp, n) in enumerate(((g_px, px), (g_py, py), (g_pz, nz))):
-            gh = gp * hit_f - kk * n
-            g_o[i] = g_o[i] + gh
-            g_d[i] = g_d[i] + th * gh
+            gh = torch.mul(gp, hit_f).addcmul_(kk, n, value=-1.0)
+            g_o[i].add_(gh)
+            g_d[i].addcmul_(th, gh)
         return (
             *(g.sum_to_size(c.shape) for g, c in zip(g_o, (ox, oy, oz), strict=True)),
             *g_d,
@@ -106,38 +106,43 @@ def _step(x, at_zero: float):
 
 def _closest_approach_backward(saved, g_sd, g_depth, g_px, g_py, g_pz):
     """Gradients (o and d by components, r, hl, fm; (nb, n) each) of sd, of the missed rays'
-    depth and colouring point q, through the ray's closest approach to the axis segment."""
+    depth and colouring point q, through the ray's closest approach to the axis segment.
+    Products are accumulated in place (``addcmul_``) into buffers this function owns."""
     ox, oy, oz, dx, dy, dz, r, hl, fm, rho2, a, od, z_line, z_seg, t_seg, t_s = saved[:16]
-    qx, qy, wz, dist, sd, front_f, hit_f = saved[16:23]
-    miss_f = 1.0 - hit_f
+    qx, qy, wz, dist, sd, front_f, hit_f, miss_f = saved[16:24]
     # sd = (r - dist) fm / t_seg in front (a constant behind)
-    k = g_sd * front_f / t_s
+    k = torch.mul(g_sd, front_f).div_(t_s)
     g_r = k * fm
-    g_fm = k * (r - dist)
-    s = (-k * fm / dist.clamp(min=tiny(dist))) * _step(dist, 0.0)  # d/dw of -k fm |w|
-    gwz = s * wz
-    gq = [s * qx + g_px * miss_f, s * qy + g_py * miss_f, gwz + g_pz * miss_f]
+    g_fm = torch.sub(r, dist).mul_(k)
+    # d sd / d w = -s w, s = k fm / dist (0 where dist = 0: sign(dist) is that mask)
+    s = torch.div(g_r, dist.clamp(min=tiny(dist))).mul_(torch.sign(dist))
+    gq = [
+        torch.mul(g, miss_f).addcmul_(s, w, value=-1.0)
+        for g, w in ((g_px, qx), (g_py, qy), (g_pz, wz))
+    ]
     # t_seg: through q, sd's 1 / t_seg and the depth of missed rays in front
-    g_t = gq[0] * dx + gq[1] * dy + gq[2] * dz - k * sd + g_depth * (miss_f * front_f)
-    g_d = [t_seg * gq[0], t_seg * gq[1], t_seg * gq[2]]
+    g_t = torch.mul(g_depth, miss_f).mul_(front_f)
+    g_t.addcmul_(gq[0], dx).addcmul_(gq[1], dy).addcmul_(gq[2], dz).addcmul_(k, sd, value=-1.0)
+    g_d = [t_seg * g for g in gq]
     # t_seg = (z_seg dz - od) / max(a, tiny)
-    gn = g_t / a.clamp(min=tiny(a))
-    g_a = -gn * t_seg * _step(a - tiny(a), 1.0)
-    g_zseg = gn * dz - gwz
-    g_od = -gn
+    gn = g_t.div_(a.clamp(min=tiny(a)))
+    g_a = torch.mul(gn, t_seg).mul_(_step(a - tiny(a), 1.0)).neg_()
+    g_zseg = torch.mul(gn, dz).addcmul_(s, wz)
     # z_seg = clamp(z_line, -hl, hl)
     above, below = _step(z_line - hl, 0.0), _step(-hl - z_line, 0.0)
-    g_zline = g_zseg * (1.0 - above - below)
-    g_hl = g_zseg * (above - below)
+    g_hl = (above - below).mul_(g_zseg)
+    g_zline = above.add_(below).sub_(1.0).mul_(g_zseg).neg_()  # inside the segment
     # z_line = (a oz - dz od) / max(rho2, tiny)
-    gm = g_zline / rho2.clamp(min=tiny(rho2))
-    g_a = g_a + gm * oz
-    g_rho2 = -gm * z_line * _step(rho2 - tiny(rho2), 1.0) + g_a  # a = rho2 + dz^2
-    g_od = g_od - gm * dz
-    g_o = [gq[0] + g_od * dx, gq[1] + g_od * dy, gq[2] + g_od * dz + gm * a]
-    g_d[0] = g_d[0] + g_od * ox + 2 * dx * g_rho2
-    g_d[1] = g_d[1] + g_od * oy + 2 * dy * g_rho2
-    g_d[2] = g_d[2] + g_od * oz + gn * z_seg - gm * od + 2 * dz * g_a
+    gm = g_zline.div_(rho2.clamp(min=tiny(rho2)))
+    g_a.addcmul_(gm, oz)
+    g_rho2 = torch.mul(gm, z_line).mul_(_step(rho2 - tiny(rho2), 1.0)).neg_().add_(g_a)
+    g_od = torch.addcmul(gn, gm, dz).neg_()  # od = o . d
+    g_o = [torch.addcmul(g, g_od, di) for g, di in zip(gq, (dx, dy, dz), strict=True)]
+    g_o[2].addcmul_(gm, a)
+    g_d[0].addcmul_(g_od, ox).addcmul_(dx, g_rho2, value=2.0)  # rho2 = dx^2 + dy^2
+    g_d[1].addcmul_(g_od, oy).addcmul_(dy, g_rho2, value=2.0)
+    g_d[2].addcmul_(g_od, oz).addcmul_(gn, z_seg).addcmul_(gm, od, value=-1.0)
+    g_d[2].addcmul_(dz, g_a, value=2.0)  # a = rho2 + dz^2
     return g_o, g_d, g_r, g_hl, g_fm
 
 
