@@ -36,28 +36,31 @@ class _CapsuleSoft(torch.autograd.Function):
         from .geometry import Vec, _hit_near_silhouette
 
         eps = prim._eps_t(dz)
-        rho2 = dx * dx + dy * dy
-        a = rho2 + dz * dz
-        od = ox * dx + oy * dy + oz * dz
-        z_line = (a * oz - dz * od) / rho2.clamp(min=tiny(rho2))
+        # the recorded form's arithmetic in its order, products and sums in place where
+        # that gives the same values (a + b = b + a exactly)
+        rho2 = (dx * dx).add_(dy * dy)
+        a = (dz * dz).add_(rho2)
+        od = (ox * dx).add_(oy * dy).add_(oz * dz)
+        z_line = (a * oz).sub_(dz * od).div_(rho2.clamp(min=tiny(rho2)))
         z_seg = torch.clamp(z_line, -hl, hl)
-        t_seg = (z_seg * dz - od) / a.clamp(min=tiny(a))
-        qx, qy, qz = ox + t_seg * dx, oy + t_seg * dy, oz + t_seg * dz
+        t_seg = (z_seg * dz).sub_(od).div_(a.clamp(min=tiny(a)))
+        qx, qy, qz = ((t_seg * di).add_(oi) for oi, di in ((ox, dx), (oy, dy), (oz, dz)))
         wz = qz - z_seg
-        w2 = qx * qx + qy * qy + wz * wz
+        w2 = (qx * qx).add_(qy * qy).add_(wz * wz)
         # selects as products with float masks, exact here (every operand is finite)
-        dist = torch.sqrt(w2.clamp(min=0.0)) * _step(w2 - tiny(w2), 0.0)  # safe_sqrt
+        dist = w2.clamp(min=0.0).sqrt_().mul_(_step(w2 - tiny(w2), 0.0))  # safe_sqrt
         front_f = _step(t_seg - eps, 0.0)
         back_f = 1.0 - front_f
-        t_s = t_seg * front_f + back_f
-        sd = (r - dist) * fm / t_s * front_f - prim._BIG * back_f
+        big_back = back_f * prim._BIG
+        t_s = (t_seg * front_f).add_(back_f)
+        sd = torch.sub(r, dist).mul_(fm).div_(t_s).mul_(front_f).sub_(big_back)
         o, d = Vec(ox, oy, oz), Vec(dx, dy, dz)
         t_hit, hit = _hit_near_silhouette(prim.CAPSULE, o, d, Vec(r, hl, hl), sd)
         hit_f = hit.to(sd.dtype)
         miss_f = 1.0 - hit_f
-        depth = t_hit * hit_f + (t_seg * front_f + prim._BIG * back_f) * miss_f
+        depth = (t_hit * hit_f).add_((t_seg * front_f).add_(big_back).mul_(miss_f))
         px, py, pz = (
-            (oi + t_hit * di) * hit_f + qi * miss_f
+            (t_hit * di).add_(oi).mul_(hit_f).add_(qi * miss_f)
             for oi, di, qi in zip(o, d, (qx, qy, qz), strict=True)
         )
         ctx.mark_non_differentiable(hit)
