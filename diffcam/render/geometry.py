@@ -263,6 +263,11 @@ def _sphere(o: Vec, d: Vec, h: Vec, fm, distance_only):
 def _cylinder_capsule(code, o: Vec, d: Vec, h: Vec, fm, distance_only):
     """Closest approach between the ray and the axis (local z) line or segment."""
     r, hl = h.x, h.y
+    if code == CAPSULE and not distance_only and plain_autograd():  # one fused node
+        from .capsule import capsule_soft
+
+        sd, depth, point, hit = capsule_soft(o, d, r, hl, fm)
+        return SoftGeometry(sd, depth, Vec(*point), hit)
     eps = _eps(d.z)
     rho2 = d.x * d.x + d.y * d.y  # |d|^2 - d_z^2
     a = rho2 + d.z * d.z

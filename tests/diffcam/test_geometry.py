@@ -198,3 +198,37 @@ def test_edge_distance_is_the_references_bit_for_bit_in_float32(code):
         )
         sd = fwad.unpack_dual(reference.sd).primal
     assert torch.equal(fused.sd, sd)
+
+
+def test_capsule_function_gradcheck():
+    """`render.capsule`'s hand-written backward against finite differences in every input
+    (camera centre, ray directions, radius, half length, focal length), float64, on rays
+    that hit the side, hit an end sphere and miss."""
+    capsule = importlib.import_module("diffcam.render.capsule")
+    dtype = torch.float64
+    g = torch.Generator().manual_seed(4)
+    nb, n = 2, 16
+    o = torch.tensor([0.05, -2.0, 0.1], dtype=dtype) + 0.1 * torch.randn(nb, 3, generator=g)
+    o = o.to(dtype)
+    # aims around the capsule (r 0.1, half length 0.3): across the side, the ends, beside it
+    target = torch.rand(nb, n, 3, dtype=dtype, generator=g) * torch.tensor(
+        [0.5, 0.2, 1.0], dtype=dtype
+    ) - torch.tensor([0.25, 0.1, 0.5], dtype=dtype)
+    d = target - o.unsqueeze(1)
+    inputs = (
+        *(o[:, i : i + 1] for i in range(3)),
+        *(d[..., i] for i in range(3)),
+        torch.full((nb, 1), 0.1, dtype=dtype),
+        torch.full((nb, 1), 0.3, dtype=dtype),
+        torch.full((nb, 1), 60.0, dtype=dtype),
+    )
+    inputs = tuple(x.clone().requires_grad_() for x in inputs)
+    _, _, _, _, _, hit = capsule._CapsuleSoft.apply(*inputs)
+    assert hit.any() and not hit.all()
+    zend = inputs[2] + capsule._CapsuleSoft.apply(*inputs)[1] * inputs[5]
+    assert ((zend.abs() > 0.3) & hit).any() and ((zend.abs() < 0.3) & hit).any()
+
+    def outputs(*xs):
+        return capsule._CapsuleSoft.apply(*xs)[:5]
+
+    assert torch.autograd.gradcheck(outputs, inputs, eps=1e-7, atol=1e-5)
