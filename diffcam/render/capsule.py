@@ -29,12 +29,13 @@ from .._safe import tiny
 class _CapsuleSoft(torch.autograd.Function):
     """sd (px), depth (m), colouring point x, y, z (m) and hit (bool), each (nb, n), of a
     capsule of radius r and half length hl (nb, 1) seen from o (columns ox, oy, oz (nb, 1))
-    along directions dx, dy, dz (nb, n); fm (nb, 1) the mean focal length (px)."""
+    along directions dx, dy, dz (nb, n); fm (nb, 1) the mean focal length (px). ``hits``
+    maps the silhouette distance (nb, n) to the rays' hit parameter t and hit mask (the
+    intersection test, `geometry._hit_near_silhouette`, passed in: `geometry` imports this
+    module)."""
 
     @staticmethod
-    def forward(ctx, ox, oy, oz, dx, dy, dz, r, hl, fm):
-        from .geometry import Vec, _hit_near_silhouette
-
+    def forward(ctx, hits, ox, oy, oz, dx, dy, dz, r, hl, fm):
         eps = prim._eps_t(dz)
         # the recorded form's arithmetic in its order, products and sums in place where
         # that gives the same values (a + b = b + a exactly)
@@ -54,8 +55,8 @@ class _CapsuleSoft(torch.autograd.Function):
         big_back = back_f * prim._BIG
         t_s = (t_seg * front_f).add_(back_f)
         sd = torch.sub(r, dist).mul_(fm).div_(t_s).mul_(front_f).sub_(big_back)
-        o, d = Vec(ox, oy, oz), Vec(dx, dy, dz)
-        t_hit, hit = _hit_near_silhouette(prim.CAPSULE, o, d, Vec(r, hl, hl), sd)
+        o, d = (ox, oy, oz), (dx, dy, dz)
+        t_hit, hit = hits(sd)
         hit_f = hit.to(sd.dtype)
         miss_f = 1.0 - hit_f
         depth = (t_hit * hit_f).add_((t_seg * front_f).add_(big_back).mul_(miss_f))
@@ -92,6 +93,7 @@ class _CapsuleSoft(torch.autograd.Function):
             g_o[i].add_(gh)
             g_d[i].addcmul_(th, gh)
         return (
+            None,
             *(g.sum_to_size(c.shape) for g, c in zip(g_o, (ox, oy, oz), strict=True)),
             *g_d,
             g_r.sum_to_size(r.shape),
@@ -149,10 +151,10 @@ def _closest_approach_backward(saved, g_sd, g_depth, g_px, g_py, g_pz):
     return g_o, g_d, g_r, g_hl, g_fm
 
 
-def capsule_soft(o, d, r, hl, fm):
+def capsule_soft(o, d, r, hl, fm, hits):
     """(sd, depth, point (x, y, z), hit) of `_CapsuleSoft` for a local camera centre ``o``
     (a ``geometry.Vec`` of (nb, 1) columns), ray directions ``d`` (a Vec of (nb, n)), radius
-    ``r``, half length ``hl`` and mean focal length ``fm`` (px) (nb, 1)."""
+    ``r``, half length ``hl`` and mean focal length ``fm`` (px) (nb, 1); ``hits`` as there."""
     dx, dy, dz = torch.broadcast_tensors(d.x, d.y, d.z)
-    sd, depth, px, py, pz, hit = _CapsuleSoft.apply(*o, dx, dy, dz, r, hl, fm)
+    sd, depth, px, py, pz, hit = _CapsuleSoft.apply(hits, *o, dx, dy, dz, r, hl, fm)
     return sd, depth, (px, py, pz), hit

@@ -24,6 +24,7 @@ from .. import primitives as prim
 from .._safe import safe_div, safe_sqrt, tiny
 from ..autodiff import plain_autograd
 from ..primitives import BOX, CAPSULE, CYLINDER, PLANE, RECT, SPHERE
+from .capsule import capsule_soft
 from .edges import edge_distance
 
 _BIG = prim._BIG
@@ -264,9 +265,12 @@ def _cylinder_capsule(code, o: Vec, d: Vec, h: Vec, fm, distance_only):
     """Closest approach between the ray and the axis (local z) line or segment."""
     r, hl = h.x, h.y
     if code == CAPSULE and not distance_only and plain_autograd():  # one fused node
-        from .capsule import capsule_soft
+        d_full = Vec(*torch.broadcast_tensors(d.x, d.y, d.z))
 
-        sd, depth, point, hit = capsule_soft(o, d, r, hl, fm)
+        def hits(sd):
+            return _hit_near_silhouette(CAPSULE, o, d_full, Vec(r, hl, hl), sd)
+
+        sd, depth, point, hit = capsule_soft(o, d, r, hl, fm, hits)
         return SoftGeometry(sd, depth, Vec(*point), hit)
     eps = _eps(d.z)
     rho2 = d.x * d.x + d.y * d.y  # |d|^2 - d_z^2

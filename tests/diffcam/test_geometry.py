@@ -200,6 +200,16 @@ def test_edge_distance_is_the_references_bit_for_bit_in_float32(code):
     assert torch.equal(fused.sd, sd)
 
 
+def _capsule_apply(capsule, ox, oy, oz, dx, dy, dz, r, hl, fm):
+    """`render.capsule._CapsuleSoft` with `geometry`'s intersection test as its ``hits``."""
+    o, d = geometry.Vec(ox, oy, oz), geometry.Vec(dx, dy, dz)
+
+    def hits(sd):
+        return geometry._hit_near_silhouette(prim.CAPSULE, o, d, geometry.Vec(r, hl, hl), sd)
+
+    return capsule._CapsuleSoft.apply(hits, ox, oy, oz, dx, dy, dz, r, hl, fm)
+
+
 def test_capsule_function_gradcheck():
     """`render.capsule`'s hand-written backward against finite differences in every input
     (camera centre, ray directions, radius, half length, focal length), float64, on rays
@@ -223,12 +233,12 @@ def test_capsule_function_gradcheck():
         torch.full((nb, 1), 60.0, dtype=dtype),
     )
     inputs = tuple(x.clone().requires_grad_() for x in inputs)
-    _, _, _, _, _, hit = capsule._CapsuleSoft.apply(*inputs)
+    _, _, _, _, _, hit = _capsule_apply(capsule, *inputs)
     assert hit.any() and not hit.all()
-    zend = inputs[2] + capsule._CapsuleSoft.apply(*inputs)[1] * inputs[5]
+    zend = inputs[2] + _capsule_apply(capsule, *inputs)[1] * inputs[5]
     assert ((zend.abs() > 0.3) & hit).any() and ((zend.abs() < 0.3) & hit).any()
 
     def outputs(*xs):
-        return capsule._CapsuleSoft.apply(*xs)[:5]
+        return _capsule_apply(capsule, *xs)[:5]
 
     assert torch.autograd.gradcheck(outputs, inputs, eps=1e-7, atol=1e-5)
