@@ -36,9 +36,10 @@ _FAR = 1e30  # depth of a primitive not evaluated at a pixel (sorts last; covera
 class Plan(NamedTuple):
     """Where the samples go (no grad). one (n1,) samples alone at their pixel; many (m,)
     the others; slot (m,) each one's entry ``rank * N + row`` in the (L, N) depth-sorted
-    table of the N shared pixels ``q`` (N,) (each once, in no particular order); pix (n1 + N,) the written flat pixels (singles
-    first); chan (3, n1 + N) their flat (B, 3, P) image indices; winners (W,) the samples the
-    hard test picks (the nearest hit per pixel); B, P, L."""
+    table of the N shared pixels ``q`` (N,) (each once, in no particular order); pix
+    (n1 + N,) the written flat pixels (singles first); chan (3, n1 + N) their flat
+    (B, 3, P) image indices; winners (W,) the samples the hard test picks (the nearest hit
+    per pixel); B, P, L."""
 
     one: torch.Tensor
     many: torch.Tensor

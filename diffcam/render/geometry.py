@@ -2,8 +2,8 @@
 of one primitive kind at lists of pixels (their texture coordinates and shading: `surface`).
 
 Soft samples take `soft_geometry` (silhouette distance, depth, hit and the colouring point),
-hard hits `ray_hit`; both then `surface.texture_coords` and `surface.shading`. The same arithmetic as
-``primitives.intersect``, ``primitive_silhouettes.silhouette_distance(..., with_hit=True)``,
+hard hits `ray_hit`; both then `surface.texture_coords` and `surface.shading`. The same
+arithmetic as ``primitives.intersect``, ``primitive_silhouettes.silhouette_distance(..., with_hit=True)``,
 ``primitives.surface_uv`` and ``shading.shade_at`` (tests/diffcam/test_geometry.py holds
 them to those in float64, values and gradients), written on separate x, y, z tensors
 instead of (..., 3) vectors: a dot product is then five plain element-wise ops instead of a
