@@ -1,0 +1,525 @@
+"""`reduced_step` unrolled into per-world scalars (`lanes`): the form that is compiled.
+
+The same step as `physics.articulated.step.reduced_step` (velocity Verlet in joint coordinates,
+limits and servos as bounded impulses, the same contract), written on (B,) tensors, one per
+component of each vector, matrix entry and coordinate, with the model's structural zeros
+skipped. Every operation is then elementwise over the batch, and a compiler fuses the step
+into one loop over the worlds (its backward likewise); the batched tensor form stays the eager
+reference, and the tests hold the two to round-off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ..actuators import checked_action
+from ..inertia import shape_inertia
+from ..state import State
+from ..world import World
+from .constraints import _FAR, Row
+from .lanes import Mat, Vec, add, add_scalars, cross, dot, negate, scale, spd_inverse
+from .tree import Tree
+
+Tensor = torch.Tensor
+
+#: The world's tensor fields the step reads (`physics.ahead_of_time` passes it only these).
+WORLD_FIELDS = (
+    "mass", "size", "gravity", "joint_damping", "joint_lower", "joint_upper", "motor_max",
+    "motor_gain", "motor_max_torque", "motor_max_velocity", "anchor_parent", "anchor_child",
+    "axis_parent", "ref_parent", "ref_child", "rest_rotation",
+)  # fmt: skip
+
+
+@dataclasses.dataclass
+class Pose:
+    """A configuration's world-frame geometry: per body index its rotation and position (None
+    for static bodies), per joint index its axis and anchor (as attached to the parent)."""
+
+    rotation: list[Mat | None]
+    position: list[Vec | None]
+    axis: list[Vec | None]
+    anchor: list[Vec | None]
+
+
+@dataclasses.dataclass
+class Space:
+    """The tree's mass properties at one configuration: per dynamic body (``bodies``) and
+    coordinate, the linear and angular Jacobian columns (None where zero), and the entries of
+    M(q)^-1 (None where zero)."""
+
+    bodies: list[int]
+    linear: dict[int, list[Vec | None]]
+    angular: dict[int, list[Vec | None]]
+    inverse: list[list[Tensor | None]]
+
+
+@dataclasses.dataclass
+class Model:
+    """What the step reads of the world, as lanes: body masses and principal moments, gravity,
+    the joint frames, per coordinate its damping and the force motors on it."""
+
+    world: World
+    tree: Tree
+    mass: list[Tensor]
+    moments: list[Vec | None]
+    gravity: Vec
+
+
+@dataclasses.dataclass
+class Lanes:
+    """A State as lanes: per body index its position, rotation, linear and angular velocity
+    (None: exactly zero). Steps chained on lanes never stack and unbind the state between
+    them."""
+
+    position: list[Vec]
+    rotation: list[Mat]
+    linear: list[Vec | None]
+    angular: list[Vec | None]
+
+    @staticmethod
+    def of(state: State) -> Lanes:
+        return Lanes.of_flat(state_components(state))
+
+    @staticmethod
+    def of_flat(flat: list[Tensor]) -> Lanes:
+        """From a State's components in memory order (`flat`)."""
+        n = len(flat) // 18
+
+        def vectors(start: int) -> list[Vec]:
+            return [Vec(*flat[start + 3 * b : start + 3 * b + 3]) for b in range(n)]
+
+        rotations = []
+        for b in range(n):
+            entries = flat[3 * n + 9 * b : 3 * n + 9 * b + 9]  # row-major
+            rotations.append(Mat(*(Vec(*entries[j::3]) for j in range(3))))
+        return Lanes(vectors(0), rotations, vectors(12 * n), vectors(15 * n))
+
+    def flat(self, batch: int) -> list[Tensor]:
+        """The State's components in memory order, each (B,), B = ``batch`` (zeros for None):
+        position (N x 3), rotation (N x 3 x 3, row-major), linear, angular velocity."""
+        like = self.position[0].x
+        zero = like.new_zeros(()).expand(batch)
+
+        def vectors(items):
+            return [zero] * 3 if items is None else [items.x, items.y, items.z]
+
+        rotation = [
+            getattr(column, axis) for m in self.rotation for axis in "xyz" for column in m.columns()
+        ]
+        lanes = [
+            *(c for v in self.position for c in vectors(v)),
+            *rotation,
+            *(c for v in self.linear for c in vectors(v)),
+            *(c for v in self.angular for c in vectors(v)),
+        ]
+        return [lane.expand(batch) for lane in lanes]
+
+    def stack(self, batch: int) -> State:
+        """The State (B, N, ...), B = ``batch``."""
+        return stack_state(self.flat(batch), batch)
+
+
+def state_components(state: State) -> list[Tensor]:
+    """A State's components in memory order, each (B,) (see `Lanes.flat`)."""
+    return [lane for t in state.tensors() for lane in t.flatten(1).unbind(1)]
+
+
+def stack_state(flat: list[Tensor], batch: int) -> State:
+    """A State (B, N, ...) from its components in memory order (each (B,); see `Lanes.flat`)."""
+    n = len(flat) // 18
+    sizes = (3 * n, 9 * n, 3 * n, 3 * n)
+    shapes = ((n, 3), (n, 3, 3), (n, 3), (n, 3))
+    tensors, start = [], 0
+    for size, shape in zip(sizes, shapes, strict=True):
+        tensors.append(torch.stack(flat[start : start + size], 1).view(batch, *shape))
+        start += size
+    return State(*tensors)
+
+
+def unrolled_step(world: World, state: State, action: Tensor | None = None) -> State:
+    """One timestep in joint coordinates: `reduced_step`'s contract and arithmetic, on lanes.
+
+    Args:
+        world: a world in reduced coordinates (``world.structure.tree`` set).
+        state: (B, N, ...) tensors.
+        action: (B, A) or None (zeros).
+    """
+    lanes = step_lanes(model_of(world), Lanes.of(state), action)
+    return lanes.stack(state.position.shape[0])
+
+
+def unrolled_rollout(world: World, state: State, steps: int, actions: Tensor | None) -> State:
+    """``steps`` unrolled steps chained on lanes (no State between them): the states after
+    each step, (steps, B, N, ...).
+
+    Args:
+        state: (B, N, ...) tensors.
+        actions: (steps, B|1, A), or None (zeros).
+    """
+    model, lanes, batch = model_of(world), Lanes.of(state), state.position.shape[0]
+    out = []
+    for t in range(steps):
+        lanes = step_lanes(model, lanes, None if actions is None else actions[t])
+        out.append(lanes.stack(batch))
+    return State.stack(out)
+
+
+def unrolled_vjp(
+    world: World, state: State, action: Tensor | None, grads: State
+) -> tuple[Tensor, ...]:
+    """The step's vector-Jacobian product taken with respect to the state's components: the
+    gradients of the state's 4 tensors and of the action (if given) from the gradients
+    ``grads`` of the next state's (a State of (B, N, ...) tensors)."""
+    batch = state.position.shape[0]
+    components = state_components(state)
+    model = model_of(world)
+
+    def step(*free: Tensor) -> tuple[Tensor, ...]:
+        lanes = Lanes.of_flat(list(free[: len(components)]))
+        action_in = free[len(components)] if action is not None else None
+        return tuple(step_lanes(model, lanes, action_in).flat(batch))
+
+    primals = components + ([] if action is None else [action])
+    _, pull = torch.func.vjp(step, *primals)
+    pulled = pull(tuple(state_components(grads)))
+    return (
+        *stack_state(list(pulled[: len(components)]), batch).tensors(),
+        *pulled[len(components) :],
+    )
+
+
+def step_lanes(model: Model, lanes: Lanes, action: Tensor | None) -> Lanes:
+    """`unrolled_step` from lanes to lanes (``action`` (B, A) or None)."""
+    world = model.world
+    dt = world.timestep
+    pose, q = _read_joints(model, lanes)
+    space = _joint_space(model, pose)
+    q_dot = _project_velocity(model, space, lanes)
+    # As in the maximal engine, a world without actuators ignores the action.
+    action = checked_action(world, action if world.actuator_names else None, q[0])
+    applied = _motor_forces(model, action)
+    q_ddot = _acceleration(model, pose, space, q_dot, applied)
+    q_dot = [v + 0.5 * dt * a for v, a in zip(q_dot, q_ddot, strict=True)]
+    servos = _servo_rows(model, q, action)
+    rows = servos + _limit_rows(model, q)
+    impulses = {}
+    if rows:
+        q_dot, impulses = _solve_rows(model, space, rows, q_dot, {})
+    predicted = [v + 0.5 * dt * a for v, a in zip(q_dot, q_ddot, strict=True)]
+    q = [c + dt * v for c, v in zip(q, q_dot, strict=True)]
+    pose = _forward_kinematics(model, q)
+    space = _joint_space(model, pose)
+    q_ddot = _acceleration(model, pose, space, predicted, applied)
+    q_dot = [v + 0.5 * dt * a for v, a in zip(q_dot, q_ddot, strict=True)]
+    if rows:
+        servo_impulses = {row.key: impulses[row.key] for row in servos}
+        rows = servos + _limit_rows(model, q)
+        q_dot, _ = _solve_rows(model, space, rows, q_dot, servo_impulses)
+    return _next_lanes(model, pose, space, q_dot, lanes)
+
+
+def model_of(world: World) -> Model:
+    """The world's `Model` (its tree set: reduced coordinates)."""
+    tree = world.structure.tree
+    moments: list[Vec | None] = [None] * world.n_bodies
+    for body, (shape, static) in enumerate(zip(world.shapes, world.is_static, strict=True)):
+        if not static:
+            moments[body] = Vec.of(shape_inertia(shape, world.mass[:, body], world.size[:, body]))
+    return Model(
+        world=world,
+        tree=tree,
+        mass=[world.mass[:, b] for b in range(world.n_bodies)],
+        moments=moments,
+        gravity=Vec.of(world.gravity),
+    )
+
+
+def _attach(rotation: Mat | None, vector: Vec) -> Vec:
+    """A parent-frame vector in the world frame (the world's frame: as it is)."""
+    return vector if rotation is None else rotation.apply(vector)
+
+
+def _joint_frame(model: Model, pose: Pose, joint: int):
+    """The parent's rotation (None for the world) and the joint's world axis and anchor."""
+    world = model.world
+    parent = world.joint_parent[joint]
+    rotation = None if parent >= world.n_bodies else pose.rotation[parent]
+    position = None if parent >= world.n_bodies else pose.position[parent]
+    axis = _attach(rotation, Vec.of(world.axis_parent[:, joint]))
+    anchor = _attach(rotation, Vec.of(world.anchor_parent[:, joint]))
+    return rotation, axis, anchor if position is None else position + anchor
+
+
+def _read_joints(model: Model, lanes: Lanes) -> tuple[Pose, list[Tensor]]:
+    """The state's configuration and its joint coordinates (rad or m), one (B,) per column,
+    as `physics.joint_positions` defines them."""
+    world, tree = model.world, model.tree
+    pose = Pose(
+        rotation=[None if s else lanes.rotation[b] for b, s in enumerate(world.is_static)],
+        position=[None if s else lanes.position[b] for b, s in enumerate(world.is_static)],
+        axis=[None] * world.n_joints,
+        anchor=[None] * world.n_joints,
+    )  # fmt: skip
+    q: list[Tensor | None] = [None] * len(tree.coordinate_joints)
+    for joint in tree.order:
+        parent_rotation, axis, anchor = _joint_frame(model, pose, joint)
+        pose.axis[joint], pose.anchor[joint] = axis, anchor
+        child = world.joint_child[joint]
+        kind, column = world.joint_types[joint], tree.coordinate[joint]
+        if kind == "hinge":
+            parent_ref = _attach(parent_rotation, Vec.of(world.ref_parent[:, joint]))
+            child_ref = pose.rotation[child].apply(Vec.of(world.ref_child[:, joint]))
+            sine = axis.dot(parent_ref.cross(child_ref))
+            q[column] = torch.atan2(sine, parent_ref.dot(child_ref))
+        elif kind == "slider":
+            child_anchor = pose.position[child] + pose.rotation[child].apply(
+                Vec.of(world.anchor_child[:, joint])
+            )
+            q[column] = axis.dot(child_anchor - anchor)
+    return pose, q
+
+
+def _forward_kinematics(model: Model, q: list[Tensor]) -> Pose:
+    """Body poses and joint frames at joint coordinates q (one (B,) per column)."""
+    world, tree = model.world, model.tree
+    pose = Pose(
+        rotation=[None] * world.n_bodies,
+        position=[None] * world.n_bodies,
+        axis=[None] * world.n_joints,
+        anchor=[None] * world.n_joints,
+    )
+    for joint in tree.order:
+        parent_rotation, axis, anchor = _joint_frame(model, pose, joint)
+        rest = Mat.of(world.rest_rotation[:, joint])  # the child at q = 0
+        if parent_rotation is not None:
+            rest = parent_rotation.compose(rest)
+        kind = world.joint_types[joint]
+        point = anchor
+        if kind == "hinge":
+            angle = q[tree.coordinate[joint]]
+            cosine, sine = torch.cos(angle), torch.sin(angle)
+            # Rodrigues on each column c of the rest rotation: c cos + (a x c) sin
+            # + a (a . c)(1 - cos).
+            rotation = Mat(
+                *(
+                    c.scale(cosine) + axis.cross(c).scale(sine) + axis.scale(axis.dot(c) * (1 - cosine))
+                    for c in rest.columns()
+                )
+            )  # fmt: skip
+        else:
+            rotation = rest
+            if kind == "slider":
+                point = anchor + axis.scale(q[tree.coordinate[joint]])
+        child = world.joint_child[joint]
+        pose.axis[joint], pose.anchor[joint] = axis, anchor
+        pose.rotation[child] = rotation
+        pose.position[child] = point - rotation.apply(Vec.of(world.anchor_child[:, joint]))
+    return pose
+
+
+def _joint_space(model: Model, pose: Pose) -> Space:
+    """The Jacobians and M(q)^-1, M = sum_b m_b Jv_b^T Jv_b + Jw_b^T I_b Jw_b."""
+    world, tree = model.world, model.tree
+    bodies = [b for b in range(world.n_bodies) if not world.is_static[b]]
+    linear: dict[int, list[Vec | None]] = {}
+    angular: dict[int, list[Vec | None]] = {}
+    for body in bodies:
+        linear[body], angular[body] = [], []
+        for joint in tree.coordinate_joints:
+            if body not in tree.moved[joint]:
+                linear[body].append(None)
+                angular[body].append(None)
+            elif world.joint_types[joint] == "hinge":
+                axis = pose.axis[joint]
+                linear[body].append(axis.cross(pose.position[body] - pose.anchor[joint]))
+                angular[body].append(axis)
+            else:
+                linear[body].append(pose.axis[joint])
+                angular[body].append(None)
+    # The angular columns in the body frames, where the inertia is diagonal.
+    local = {
+        b: [None if w is None else pose.rotation[b].apply_transposed(w) for w in angular[b]]
+        for b in bodies
+    }
+    size = len(tree.coordinate_joints)
+    matrix: list[list[Tensor | None]] = [[None] * size for _ in range(size)]
+    for i in range(size):
+        for j in range(i, size):
+            terms = []
+            for b in bodies:
+                product = dot(linear[b][i], linear[b][j])
+                terms.append(None if product is None else model.mass[b] * product)
+                if local[b][i] is not None and local[b][j] is not None:
+                    terms.append(local[b][i].times(model.moments[b]).dot(local[b][j]))
+            matrix[i][j] = matrix[j][i] = add_scalars(*terms)
+    return Space(bodies, linear, angular, spd_inverse(matrix))
+
+
+def _inertia_times(rotation: Mat, moments: Vec, vector: Vec | None) -> Vec | None:
+    """World-frame inertia R diag(moments) R^T times a vector."""
+    if vector is None:
+        return None
+    return rotation.apply(rotation.apply_transposed(vector).times(moments))
+
+
+def _generalised(space: Space, force: dict[int, Vec | None], torque: dict[int, Vec | None]):
+    """J^T (force, torque): one (B,) or None per coordinate."""
+    size = len(space.inverse)
+    return [
+        add_scalars(
+            *(dot(space.linear[b][c], force[b]) for b in space.bodies),
+            *(dot(space.angular[b][c], torque[b]) for b in space.bodies),
+        )
+        for c in range(size)
+    ]
+
+
+def _solve(space: Space, generalised: list[Tensor | None], like: Tensor) -> list[Tensor]:
+    """M^-1 times generalised forces or momenta (None entries zero); zeros shaped ``like``."""
+    out = []
+    for row in space.inverse:
+        terms = [
+            m * g for m, g in zip(row, generalised, strict=True) if m is not None and g is not None
+        ]
+        out.append(add_scalars(*terms) if terms else torch.zeros_like(like))
+    return out
+
+
+def _project_velocity(model: Model, space: Space, lanes: Lanes) -> list[Tensor]:
+    """q' whose body velocities are closest to the lanes' in kinetic energy."""
+    momentum = {b: scale(lanes.linear[b], model.mass[b]) for b in space.bodies}
+    angular = {
+        b: _inertia_times(lanes.rotation[b], model.moments[b], lanes.angular[b])
+        for b in space.bodies
+    }
+    like = lanes.position[space.bodies[0]].x
+    return _solve(space, _generalised(space, momentum, angular), like)
+
+
+def _velocity_products(model: Model, pose: Pose, q_dot: list[Tensor]):
+    """Body spins and the accelerations at q'' = 0, per body index (None where zero)."""
+    world, tree = model.world, model.tree
+    n = world.n_bodies
+    spin: list[Vec | None] = [None] * (n + 1)
+    angular_bias: list[Vec | None] = [None] * (n + 1)
+    linear_bias: list[Vec | None] = [None] * (n + 1)
+    for joint in tree.order:
+        parent, child = min(world.joint_parent[joint], n), world.joint_child[joint]
+        axis, anchor = pose.axis[joint], pose.anchor[joint]
+        kind, column = world.joint_types[joint], tree.coordinate[joint]
+        parent_position = None if parent == n else pose.position[parent]
+        w_p, alpha_p, acc_p = spin[parent], angular_bias[parent], linear_bias[parent]
+        position = pose.position[child]
+        if kind == "hinge":
+            to_anchor = anchor if parent_position is None else anchor - parent_position
+            from_anchor = position - anchor
+            w_c = add(w_p, axis.scale(q_dot[column]))
+            alpha_c = add(alpha_p, scale(cross(w_p, axis), q_dot[column]))
+            acc_c = add(
+                acc_p,
+                cross(alpha_p, to_anchor),
+                cross(w_p, cross(w_p, to_anchor)),
+                cross(alpha_c, from_anchor),
+                cross(w_c, cross(w_c, from_anchor)),
+            )
+        else:  # slider or fixed: the child turns with its parent
+            lever = position if parent_position is None else position - parent_position
+            w_c, alpha_c = w_p, alpha_p
+            acc_c = add(acc_p, cross(alpha_p, lever), cross(w_p, cross(w_p, lever)))
+            if kind == "slider":  # the Coriolis term of sliding along a turning axis
+                acc_c = add(acc_c, scale(cross(w_p, axis), 2.0 * q_dot[column]))
+        spin[child], angular_bias[child], linear_bias[child] = w_c, alpha_c, acc_c
+    return spin, angular_bias, linear_bias
+
+
+def _acceleration(model, pose, space: Space, q_dot, applied) -> list[Tensor]:
+    """q'' at a configuration and joint velocity, with ``applied`` generalised motor forces
+    (one (B,) or None per coordinate)."""
+    world, tree = model.world, model.tree
+    spin, angular_bias, linear_bias = _velocity_products(model, pose, q_dot)
+    force, torque = {}, {}
+    for b in space.bodies:
+        gravity = model.gravity if linear_bias[b] is None else model.gravity - linear_bias[b]
+        force[b] = gravity.scale(model.mass[b])
+        rotation, moments = pose.rotation[b], model.moments[b]
+        torque[b] = add(
+            negate(_inertia_times(rotation, moments, angular_bias[b])),
+            negate(cross(spin[b], _inertia_times(rotation, moments, spin[b]))),
+        )
+    generalised = _generalised(space, force, torque)
+    for c, joint in enumerate(tree.coordinate_joints):
+        generalised[c] = add_scalars(
+            generalised[c], applied[c], -world.joint_damping[:, joint] * q_dot[c]
+        )
+    return _solve(space, generalised, q_dot[0])
+
+
+def _motor_forces(model: Model, action: Tensor | None) -> list[Tensor | None]:
+    """Clipped force-motor actions as generalised forces, one (B,) or None per coordinate."""
+    world, tree = model.world, model.tree
+    applied: list[Tensor | None] = [None] * len(tree.coordinate_joints)
+    forces = [a for a, kind in enumerate(world.actuator_type) if kind == "force"]
+    for actuator, column in zip(forces, tree.force_coordinates, strict=True):
+        limit = world.motor_max[:, actuator]
+        force = torch.minimum(torch.maximum(action[:, actuator], -limit), limit)
+        applied[column] = add_scalars(applied[column], force)
+    return applied
+
+
+def _limit_rows(model: Model, q: list[Tensor]) -> list[Row]:
+    world, tree = model.world, model.tree
+    rows = []
+    for column in tree.limited:
+        joint = tree.coordinate_joints[column]
+        for sign, bound in ((1.0, world.joint_lower), (-1.0, world.joint_upper)):
+            target = sign * ((bound[:, joint] - q[column]) / world.timestep).clamp(-_FAR, _FAR)
+            rows.append(Row(("limit", column, sign), column, sign, target, 0.0, _FAR))
+    return rows
+
+
+def _servo_rows(model: Model, q: list[Tensor], action: Tensor | None) -> list[Row]:
+    """The paper's servos, as `physics.actuators.servo_speeds`, one row each."""
+    world = model.world
+    rows = []
+    for actuator, column in model.tree.servos:
+        target = action[:, actuator]
+        if world.actuator_target[actuator] == "position":
+            target = world.motor_gain[:, actuator] * (target - q[column])
+        speed = world.motor_max_velocity[:, actuator]
+        wanted = torch.minimum(torch.maximum(target, -speed), speed)
+        bound = world.motor_max_torque[:, actuator] * world.timestep
+        rows.append(Row(("servo", actuator), column, 1.0, wanted, -bound, bound))
+    return rows
+
+
+def _solve_rows(model: Model, space: Space, rows: list[Row], q_dot: list[Tensor], start: dict):
+    """q' after the rows' impulses and the accumulated impulses, by projected Gauss-Seidel
+    (as `constraints.solve_rows`)."""
+    accumulated = dict(start)
+    single = len(rows) == 1 or (
+        len({row.column for row in rows}) == 1 and all(row.key[0] == "limit" for row in rows)
+    )
+    for _ in range(1 if single else model.world.solver_iterations):
+        for row in rows:
+            response = [space.inverse[c][row.column] for c in range(len(q_dot))]
+            old = accumulated.get(row.key)
+            change = (row.target - row.sign * q_dot[row.column]) / response[row.column]
+            new = change if old is None else old + change
+            new = torch.clamp(new, row.lower, row.upper)
+            step = row.sign * (new if old is None else new - old)
+            q_dot = [v if r is None else v + step * r for v, r in zip(q_dot, response, strict=True)]
+            accumulated[row.key] = new
+    return q_dot, accumulated
+
+
+def _next_lanes(model: Model, pose: Pose, space: Space, q_dot: list[Tensor], lanes: Lanes):
+    """The next state's lanes: the poses of `pose`, velocities J q', static bodies as they
+    were."""
+    out = Lanes(list(lanes.position), list(lanes.rotation), list(lanes.linear), list(lanes.angular))
+    for b in space.bodies:
+        out.position[b], out.rotation[b] = pose.position[b], pose.rotation[b]
+        out.linear[b] = add(*(scale(j, v) for j, v in zip(space.linear[b], q_dot, strict=True)))
+        out.angular[b] = add(*(scale(j, v) for j, v in zip(space.angular[b], q_dot, strict=True)))
+    return out
