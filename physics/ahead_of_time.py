@@ -3,21 +3,23 @@ in reduced coordinates with a batch of two or more.
 
 A small world's compiled step computes less than torch.compile's runtime costs per call: its
 guards, the autograd wrapper and a Python wrapper that allocates and views every buffer. Here
-the step is exported (`torch.export`, the batch axis dynamic) and AOTInductor builds it into a
-shared library whose C++ runner does that work instead; its reverse-mode derivative is a second
-library, the step's vector-Jacobian product (traced by `make_fx` through `torch.func.vjp`; it
-recomputes the forward from the step's inputs, so a step saves only its inputs), built the
-first time a backward needs it. `_Step` joins the two as one autograd node per step, and
-`_Rollout` a whole rollout under a fixed action sequence as one node (`aot_reduced_rollout`).
-Batches below `THREADED_BATCH` have their own builds (`Program`).
+the step, in its unrolled form (`physics.articulated.unrolled`: every quantity a (B,) tensor,
+which Inductor fuses into a few loops over the batch), is exported (`torch.export`, the batch
+axis dynamic) and AOTInductor builds it into a shared library whose C++ runner does that work
+instead. Its reverse-mode derivative is a second library, the step's vector-Jacobian product
+(traced by `make_fx` through `torch.func.vjp`; it recomputes the forward from the step's
+inputs, so a step saves only its inputs), built the first time a backward needs it, and a
+third runs `BLOCK_STEPS` steps per call for rollouts (`physics.aot_rollout`). `_Step` joins
+the step and its VJP as one autograd node per step. Batches below `THREADED_BATCH` have their
+own builds (`Program`).
 
 A world structure, dtype and device makes one program, shared by every batch size from 2 up. The
 libraries are kept in memory and on disk (``DIFFCAM_CACHE_DIR``, by default a folder in the
 system's temporary directory), keyed by the world's structure, the inputs' shapes, Inductor's
 options, the physics package's source and the torch version: another process traces the step
 again but loads the library instead of compiling it. A failure to export or build the step
-falls back to torch.compile (`compiled_step`), one of its VJP to an eager backward, each with
-a warning.
+falls back to torch.compile (`compiled_step`), one of its VJP to an eager backward, one of a
+block to single steps, each with a warning.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import functools
 import hashlib
 import logging
 import os
-import sys
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -37,7 +38,7 @@ from pathlib import Path
 import torch
 from torch.autograd.function import once_differentiable
 
-from .articulated import reduced_step
+from .articulated.unrolled import WORLD_FIELDS, unrolled_rollout, unrolled_step, unrolled_vjp
 from .math3d import tracing_for_compilation
 from .state import State
 from .world import TENSOR_FIELDS, World
@@ -54,15 +55,32 @@ _BATCHED = (
     "initial_angular_velocity",
 )  # fmt: skip
 _STATE_TENSORS = 4
-# Scalar C++ loops, as `compiled_step`'s (the engine's innermost axes are 2, 3 or 6 long).
-_INDUCTOR_CONFIGS = {"cpp.simdlen": 1}
-# The single-threaded builds' (`Program`): one planned block for the intermediate buffers.
-_PLANNED_CONFIGS = {**_INDUCTOR_CONFIGS, "memory_planning": True}
-# Inductor's memory planning recurses through the graph's buffers: deeper than Python's
-# default limit for a few bodies (a cart-pole with a welded tip).
-_PLANNING_RECURSION_LIMIT = 20_000
+# Scalar C++ loops, as `compiled_step`'s (the engine's innermost axes are 2, 3 or 6 long), and
+# fusion of nodes that share no buffer: the unrolled step's per-world scalars then fuse into a
+# few loops over the batch (by default Inductor fuses only where that saves memory traffic).
+# Each node is tried against its next two in a group (the default 64 made the scheduler's
+# pairwise checks most of a build's time, for the same loops).
+_INDUCTOR_CONFIGS = {
+    "cpp.simdlen": 1,
+    "aggressive_fusion": True,
+    "score_fusion_memory_threshold": 0,
+    "max_fusion_size": 1 << 20,
+    "max_fusion_buffer_group_pairwise_attempts": 2,
+}
 #: Batch size from which a backward runs the VJP build whose loops are split between threads.
 THREADED_BATCH = 512
+#: Steps per call of a block build (`Program.block`): a call's fixed cost, shared between them.
+BLOCK_STEPS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Traces:
+    """The functions a `Program` builds, on flat tensor lists (see `Program`): ``step`` one
+    step, ``vjp`` its vector-Jacobian product, ``block`` `BLOCK_STEPS` steps."""
+
+    step: Callable
+    vjp: Callable
+    block: Callable
 
 
 def cache_dir() -> Path:
@@ -73,22 +91,24 @@ def cache_dir() -> Path:
 
 
 class Program:
-    """A world structure's step built ahead of time: ``forward(inputs)`` and
-    ``vjp(inputs + output gradients)`` run the libraries on flat tensor lists: the world's
-    tensor fields (`TENSOR_FIELDS` order), the state's 4 tensors and, when the step takes
-    one, the action (B, A). ``vjp`` returns the gradients of the state's tensors and the
-    action.
+    """A world structure's step built ahead of time: ``forward(inputs)`` and ``vjp(inputs +
+    gradients)`` run the libraries on flat tensor lists: the world's tensor fields the step
+    reads (`WORLD_FIELDS`), the state's 4 tensors and, when the step takes one, the action
+    (B, A). ``vjp`` takes the gradients of the next state's 4 tensors, the gradients reaching
+    the state's own directly (4 tensors) and a gradient decay (a () tensor); it returns the
+    state's gradients, ``direct + decay * (pulled back through the step)``, and the
+    action's (not decayed), as a rollout's backward chains them. ``block`` runs
+    `BLOCK_STEPS` steps in one call (`physics.aot_rollout`).
 
-    Each comes in two builds, made as batches need them (the VJP on its first backward):
-    for batches of `THREADED_BATCH` and more, with its loops split between threads; for
-    smaller ones, single-threaded (starting the threads for each loop costs more than they
-    save) and with its intermediate buffers planned into one allocation per call (there the
-    allocations of about a hundred small buffers cost more than the arithmetic; a large
-    batch's one block would be fresh pages on every call instead)."""
+    The step and its VJP each come in two builds, made as batches need them (the VJP on its
+    first backward): for batches of `THREADED_BATCH` and more, with its loops split between
+    threads; for smaller ones, single-threaded (starting the threads for each loop costs more
+    than they save). Blocks are built for the small batches only: a call's fixed cost,
+    which they share between steps, matters there."""
 
-    def __init__(self, key: str, trace: Callable, inputs: list[Tensor], batched: list[bool]):
+    def __init__(self, key: str, traces: Traces, inputs: list[Tensor], batched: list[bool]):
         self.key = key
-        self._trace = trace
+        self._traces = traces
         # the first batch entry is all that tracing needs (`_example`)
         self._inputs = [
             t.detach()[:1] if b else t.detach() for t, b in zip(inputs, batched, strict=True)
@@ -96,10 +116,11 @@ class Program:
         self._batched = batched
         self._forwards: dict[bool, Callable | None] = {}
         self._vjps: dict[bool, Callable] = {}
-        self._forward_build(threaded=inputs[len(TENSOR_FIELDS)].shape[0] >= THREADED_BATCH)
+        self._block = _UNBUILT
+        self._forward_build(threaded=inputs[len(WORLD_FIELDS)].shape[0] >= THREADED_BATCH)
 
     def forward(self, inputs: list[Tensor]) -> list[Tensor]:
-        threaded = inputs[len(TENSOR_FIELDS)].shape[0] >= THREADED_BATCH
+        threaded = inputs[len(WORLD_FIELDS)].shape[0] >= THREADED_BATCH
         return self._forwards[threaded](inputs)
 
     def serves(self, batch: int) -> bool:
@@ -121,21 +142,19 @@ class Program:
         if threaded not in self._forwards:
             example = _example(self._inputs, self._batched, threaded)
             self._forwards[threaded] = _build(
-                f"{self.key}-forward-{_sizes([t.shape for t in example])}",
-                lambda: _export(self._trace, example, self._batched),
-                threaded,
+                f"{self.key}-forward-{_kind(threaded)}-{_sizes([t.shape for t in example])}",
+                lambda: _export(self._traces.step, example, self._batched),
             )
         return self._forwards[threaded]
 
     def vjp(self, inputs: list[Tensor]) -> list[Tensor]:
-        threaded = inputs[len(TENSOR_FIELDS)].shape[0] >= THREADED_BATCH
+        threaded = inputs[len(WORLD_FIELDS)].shape[0] >= THREADED_BATCH
         if threaded not in self._vjps:
             example = _example(self._inputs, self._batched, threaded)
             try:
                 self._vjps[threaded] = _build(
-                    f"{self.key}-vjp-{_sizes([t.shape for t in example])}",
-                    lambda: _export_vjp(self._trace, example, self._batched),
-                    threaded,
+                    f"{self.key}-vjp-{_kind(threaded)}-{_sizes([t.shape for t in example])}",
+                    lambda: _export_vjp(self._traces.vjp, example, self._batched),
                 )
             except Exception as error:  # noqa: BLE001 - any failure falls back to eager
                 log.warning("the reduced step's VJP could not be built ahead of time (%s: %s); "
@@ -145,10 +164,38 @@ class Program:
 
     def _eager_vjp(self, inputs: list[Tensor]) -> list[Tensor]:
         """`vjp` by eager autograd (the step recomputed, then `torch.func.vjp`)."""
-        n_fixed = len(TENSOR_FIELDS)
-        fixed, free = inputs[:n_fixed], inputs[n_fixed:-_STATE_TENSORS]
-        _, pull = torch.func.vjp(lambda *f: self._trace(*fixed, *f), *free)
-        return list(pull(tuple(inputs[-_STATE_TENSORS:])))
+        n_fixed, tail = len(WORLD_FIELDS), 2 * _STATE_TENSORS + 1  # gradients, direct, decay
+        fixed, free = inputs[:n_fixed], inputs[n_fixed:-tail]
+        grads, direct = inputs[-tail:][:_STATE_TENSORS], inputs[-tail:][_STATE_TENSORS:-1]
+        _, pull = torch.func.vjp(lambda *f: self._traces.step(*fixed, *f), *free)
+        return _decayed(list(pull(tuple(grads))), direct, inputs[-1])
+
+    def block(self, inputs: list[Tensor]) -> list[Tensor] | None:
+        """`BLOCK_STEPS` steps: inputs the world's fields, the state's 4 tensors and the
+        actions (K, B|1, A) if any; outputs the 4 states' tensors (K, B, ...) after each step.
+        None for batches of `THREADED_BATCH` and more (there a call's fixed cost is small
+        beside the arithmetic), or where the build failed (warned once)."""
+        if inputs[len(WORLD_FIELDS)].shape[0] >= THREADED_BATCH:
+            return None
+        if self._block is _UNBUILT:
+            example, axes = _block_example(self._inputs, self._batched)
+            try:
+                self._block = _build(
+                    f"{self.key}-block{BLOCK_STEPS}-{_sizes([t.shape for t in example])}",
+                    lambda: _export_traced(
+                        self._traces.block, example, axes, through_make_fx=False
+                    ),
+                    threaded=False,
+                )
+            except Exception as error:  # noqa: BLE001 - any failure falls back to single steps
+                log.warning("the reduced step's block of %d steps could not be built ahead of "
+                            "time (%s: %s); rollouts take single steps", BLOCK_STEPS,
+                            type(error).__name__, error)  # fmt: skip
+                self._block = None
+        return None if self._block is None else self._block(inputs)
+
+
+_UNBUILT = object()
 
 
 class _Step(torch.autograd.Function):
@@ -167,8 +214,18 @@ class _Step(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, *grads: Tensor):
-        inputs = [*ctx.world_inputs, *ctx.saved_tensors, *(g.contiguous() for g in grads)]
+        grads = [g.contiguous() for g in grads]
+        direct = [torch.zeros_like(g) for g in grads]  # none: the node is one step
+        one = torch.ones((), dtype=grads[0].dtype)
+        inputs = [*ctx.world_inputs, *ctx.saved_tensors, *grads, *direct, one]
         return (None, None, *ctx.program.vjp(inputs))
+
+
+def _decayed(pulled: list[Tensor], direct: list[Tensor], decay: Tensor) -> list[Tensor]:
+    """A VJP's outputs (the state's 4 gradients, then the action's) with the state's as a
+    rollout chains them: ``direct + decay * pulled``."""
+    state = [d + decay * p for d, p in zip(direct, pulled[:_STATE_TENSORS], strict=True)]
+    return [*state, *pulled[_STATE_TENSORS:]]
 
 
 _PROGRAMS: dict[tuple, Program | None] = {}
@@ -201,86 +258,6 @@ def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State
     return State(*outputs)
 
 
-def aot_reduced_rollout(
-    world: World, state: State, steps: int, actions: Tensor | None, gradient_decay: float = 1.0
-) -> State | None:
-    """`steps` reduced steps from ``state`` under a fixed action sequence ``actions``
-    (steps, B|1, A) (None for a world without actuators) through the world structure's
-    `Program`, as one autograd node (`_Rollout`): the trajectory (steps + 1, B, ...), index 0
-    the initial state, or None where `aot_reduced_step` would not serve. ``gradient_decay``
-    scales the gradient reaching each step's input state, as `rollout.decay_state_gradient`
-    applied before every step does."""
-    batch = state.position.shape[0]
-    if batch < 2 or steps < 1 or not _plain_reverse_mode():
-        return None
-    if not world.actuator_names:
-        actions = None
-    elif actions is None:
-        return None  # the step's own error (no action for a world with actuators)
-    else:
-        actions = actions.contiguous()
-    program, world_inputs, world_grad = _lookup(
-        world, state, None if actions is None else actions[0]
-    )
-    if program is None or (world_grad and torch.is_grad_enabled()) or not program.serves(batch):
-        return None
-    inputs = [t.contiguous() for t in state.tensors()]
-    if actions is not None:
-        inputs.append(actions)
-    if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
-        return State(*_Rollout.apply(program, world_inputs, steps, gradient_decay, *inputs))
-    return State(*_run_forward(program, world_inputs, steps, inputs))
-
-
-def _run_forward(program: Program, world_inputs: list[Tensor], steps: int, inputs: list[Tensor]):
-    """The 4 trajectory tensors (steps + 1, B, ...) of `steps` program steps from the state
-    ``inputs[:4]`` under the actions ``inputs[4]`` (steps, B|1, A), if any."""
-    per_step = inputs[4].unbind(0) if len(inputs) > _STATE_TENSORS else None
-    states = [inputs[:_STATE_TENSORS]]
-    for t in range(steps):
-        step_inputs = [*world_inputs, *states[-1]]
-        if per_step is not None:
-            step_inputs.append(per_step[t])
-        states.append(program.forward(step_inputs))
-    return tuple(torch.stack(column) for column in zip(*states, strict=True))
-
-
-class _Rollout(torch.autograd.Function):
-    """A whole rollout through a `Program` as one autograd node: inputs the initial state's
-    4 tensors and the actions (steps, B|1, A) if any, outputs the trajectory's 4 tensors
-    (steps + 1, B, ...). It saves the trajectory; the backward runs the program's VJP step by
-    step from the last, the state's gradient scaled by ``decay`` at each step's input. One
-    node, not one per step: autograd's per-node work and the per-step Python of `rollout`
-    cost more than a small world's step computes."""
-
-    @staticmethod
-    def forward(ctx, program, world_inputs, steps: int, decay: float, *inputs: Tensor):
-        trajectory = _run_forward(program, world_inputs, steps, list(inputs))
-        ctx.program, ctx.world_inputs, ctx.steps, ctx.decay = program, world_inputs, steps, decay
-        ctx.save_for_backward(*trajectory, *inputs[_STATE_TENSORS:])
-        return trajectory
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, *grads: Tensor):
-        saved = ctx.saved_tensors
-        # per-step views, each made by one unbind, not one index per step
-        states = list(zip(*(x.unbind(0) for x in saved[:_STATE_TENSORS]), strict=True))
-        per_step = saved[_STATE_TENSORS].unbind(0) if len(saved) > _STATE_TENSORS else None
-        incoming = list(zip(*(g.contiguous().unbind(0) for g in grads), strict=True))
-        g_state, g_actions = list(incoming[-1]), []
-        for t in range(ctx.steps - 1, -1, -1):
-            inputs = [*ctx.world_inputs, *states[t]]
-            if per_step is not None:
-                inputs.append(per_step[t])
-            pulled = ctx.program.vjp([*inputs, *g_state])
-            if per_step is not None:
-                g_actions.append(pulled[_STATE_TENSORS])
-            g_state = torch._foreach_add(incoming[t], pulled[:_STATE_TENSORS], alpha=ctx.decay)
-        g_actions = [torch.stack(g_actions[::-1])] if per_step is not None else []
-        return (None, None, None, None, *g_state, *g_actions)
-
-
 def _plain_reverse_mode() -> bool:
     """False inside forward-mode AD or a functorch transform (vmap, jacfwd...)."""
     if getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0:
@@ -291,9 +268,10 @@ def _plain_reverse_mode() -> bool:
 
 def _lookup(world: World, state: State, action: Tensor | None):
     """The `Program` for this world, state and action (None if it cannot be built), the
-    world's tensor fields made contiguous (kept on the world, in its ``__dict__``, while its
-    tensor fields are the same objects), and whether any of them requires grad."""
-    current = [getattr(world, name) for name in TENSOR_FIELDS]
+    world's tensor fields the step reads (`WORLD_FIELDS`) made contiguous (kept on the
+    world, in its ``__dict__``, while those fields are the same objects), and whether any of
+    them requires grad."""
+    current = [getattr(world, name) for name in WORLD_FIELDS]
     world_grad = any(t.requires_grad for t in current)
     cached = world.__dict__.get("_aot_steps")
     if cached is None or not all(a is b for a, b in zip(cached[0], current, strict=True)):
@@ -318,7 +296,7 @@ def _batched(world_inputs: list[Tensor], tensors: list[Tensor], batch: int) -> l
     the action) have a batch axis."""
     return [
         name in _BATCHED and t.dim() > 0 and t.shape[0] == batch
-        for name, t in zip(TENSOR_FIELDS, world_inputs, strict=True)
+        for name, t in zip(WORLD_FIELDS, world_inputs, strict=True)
     ] + [t.shape[0] == batch for t in tensors]
 
 
@@ -331,7 +309,7 @@ def on_disk(world: World, state: State, action: Tensor | None, backward: bool) -
     if world.structure.tree is None or batch < 2:
         return False
     action = action if world.actuator_names else None
-    world_inputs = [getattr(world, name) for name in TENSOR_FIELDS]
+    world_inputs = [getattr(world, name) for name in WORLD_FIELDS]
     tensors = [*state.tensors(), *([] if action is None else [action])]
     inputs = [*world_inputs, *tensors]
     batched = _batched(world_inputs, tensors, batch)
@@ -339,7 +317,8 @@ def on_disk(world: World, state: State, action: Tensor | None, backward: bool) -
     threaded = batch >= THREADED_BATCH
     shapes = _example_shapes(inputs, batched, threaded)
     names = ["forward", "vjp"] if backward else ["forward"]
-    return all(_library_path(f"{key}-{n}-{_sizes(shapes)}", threaded).exists() for n in names)
+    kind = _kind(threaded)
+    return all(_library_path(f"{key}-{n}-{kind}-{_sizes(shapes)}").exists() for n in names)
 
 
 def _signature(world: World, inputs: list[Tensor], batched: list[bool]) -> tuple:
@@ -358,23 +337,47 @@ def _signature(world: World, inputs: list[Tensor], batched: list[bool]) -> tuple
 
 
 def _program(world: World, inputs: list[Tensor], batched: list[bool], signature) -> Program | None:
-    n_world = len(TENSOR_FIELDS)
-    with_action = len(inputs) > n_world + _STATE_TENSORS
-
-    def trace(*flat: Tensor) -> tuple[Tensor, ...]:
-        parameters = dict(zip(TENSOR_FIELDS, flat[:n_world], strict=True))
-        state = State(*flat[n_world : n_world + _STATE_TENSORS])
-        action = flat[-1] if with_action else None
-        return reduced_step(dataclasses.replace(world, **parameters), state, action).tensors()
-
     key = _key(signature)
     try:
         log.info("building the reduced step ahead of time (AOTInductor), key %s", key)
-        return Program(key, trace, inputs, batched)
+        return Program(key, _traces(world, len(inputs) > len(WORLD_FIELDS) + _STATE_TENSORS),
+                       inputs, batched)  # fmt: skip
     except Exception as error:  # noqa: BLE001 - any failure falls back to torch.compile
         log.warning("the reduced step could not be built ahead of time (%s: %s); stepping "
                     "through torch.compile instead", type(error).__name__, error)  # fmt: skip
         return None
+
+
+def _traces(world: World, with_action: bool) -> Traces:
+    """The step, its VJP and a block of ``world`` on flat tensor lists (`Program`), through
+    `unrolled_step` (the world's tensor fields are inputs: one build serves every value of
+    them)."""
+    n_world = len(WORLD_FIELDS)
+
+    def split(flat):
+        """The world, the state's 4 tensors, the action (or None) and the rest."""
+        model = dataclasses.replace(world, **dict(zip(WORLD_FIELDS, flat[:n_world], strict=True)))
+        end = n_world + _STATE_TENSORS + int(with_action)
+        action = flat[end - 1] if with_action else None
+        return model, flat[n_world : n_world + _STATE_TENSORS], action, flat[end:]
+
+    def step(*flat: Tensor) -> tuple[Tensor, ...]:
+        model, state, action, _ = split(flat)
+        return unrolled_step(model, State(*state), action).tensors()
+
+    def vjp(*flat: Tensor) -> tuple[Tensor, ...]:
+        # with respect to the state's components (each (B,)) rather than its tensors: the
+        # gradients then leave the fused loop as components too, stacked once at the end
+        model, state, action, rest = split(flat)
+        grads, direct, decay = rest[:_STATE_TENSORS], rest[_STATE_TENSORS:-1], rest[-1]
+        pulled = unrolled_vjp(model, State(*state), action, State(*grads))
+        return tuple(_decayed(list(pulled), list(direct), decay))
+
+    def block(*flat: Tensor) -> tuple[Tensor, ...]:
+        model, state, actions, _ = split(flat)
+        return unrolled_rollout(model, State(*state), BLOCK_STEPS, actions).tensors()
+
+    return Traces(step, vjp, block)
 
 
 def _key(signature) -> str:
@@ -403,14 +406,34 @@ def _example(inputs: list[Tensor], batched: list[bool], threaded: bool) -> list[
     ]
 
 
+def _block_example(inputs: list[Tensor], batched: list[bool]):
+    """Inputs to trace a block with, and each one's batch axis (None: none), from the step's
+    ``inputs`` and their ``batched``: the actions (K, B|1, A) have theirs second."""
+    example = _example(inputs, batched, threaded=False)
+    n = len(WORLD_FIELDS) + _STATE_TENSORS
+    actions = [t.unsqueeze(0).expand(BLOCK_STEPS, *t.shape).contiguous() for t in example[n:]]
+    axes = _batch_axes(batched[:n]) + [1 if b else None for b in batched[n:]]
+    return example[:n] + actions, axes
+
+
+def _export_traced(trace: Callable, example: list[Tensor], dims: list, through_make_fx: bool):
+    """``trace`` exported with each input's batch axis ``dims`` (None: static) dynamic; with
+    ``through_make_fx``, traced by `make_fx` first (a function that calls `torch.func`)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    batch = torch.export.Dim("batch", min=2)
+    dynamic = tuple(None if d is None else {d: batch} for d in dims)
+    with tracing_for_compilation():
+        if through_make_fx:
+            trace = make_fx(trace, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*example)
+        return torch.export.export(
+            _AsModule(trace), tuple(example), dynamic_shapes=(dynamic,), strict=False
+        )
+
+
 def _sizes(shapes: list[tuple]) -> str:
     """A short digest of the example's shapes (Inductor's code depends on them)."""
     return hashlib.sha256(repr([tuple(shape) for shape in shapes]).encode()).hexdigest()[:12]
-
-
-def _dynamic_shapes(batched: list[bool]) -> tuple:
-    batch = torch.export.Dim("batch", min=2)
-    return tuple({0: batch} if b else None for b in batched)
 
 
 class _AsModule(torch.nn.Module):
@@ -425,43 +448,30 @@ class _AsModule(torch.nn.Module):
 
 
 def _export(trace: Callable, example: list[Tensor], batched: list[bool]):
-    with tracing_for_compilation():
-        return torch.export.export(
-            _AsModule(trace), tuple(example), dynamic_shapes=(_dynamic_shapes(batched),),
-            strict=False,
-        )  # fmt: skip
+    return _export_traced(trace, example, _batch_axes(batched), through_make_fx=False)
 
 
-def _export_vjp(trace: Callable, example: list[Tensor], batched: list[bool]):
-    """The VJP of ``trace`` with respect to its state and action inputs, exported: inputs
-    ``example`` then the 4 output gradients."""
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    n_fixed = len(TENSOR_FIELDS)
-
-    def vjp(*flat: Tensor) -> tuple[Tensor, ...]:
-        inputs, grads = flat[:-_STATE_TENSORS], flat[-_STATE_TENSORS:]
-        fixed = inputs[:n_fixed]
-        _, pull = torch.func.vjp(lambda *free: trace(*fixed, *free), *inputs[n_fixed:])
-        return pull(tuple(grads))
-
-    state = example[n_fixed : n_fixed + _STATE_TENSORS]
-    grads = [torch.randn_like(t) for t in state]
-    with tracing_for_compilation():
-        graph = make_fx(vjp, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*example, *grads)
-        return torch.export.export(
-            _AsModule(graph), (*example, *grads),
-            dynamic_shapes=(_dynamic_shapes(batched + [True] * _STATE_TENSORS),), strict=False,
-        )  # fmt: skip
+def _export_vjp(vjp: Callable, example: list[Tensor], batched: list[bool]):
+    """The step's VJP trace (`Traces.vjp`) exported: inputs ``example``, then the gradients
+    of the next state and those reaching the state directly (4 tensors each), then the
+    decay."""
+    state = example[len(WORLD_FIELDS) :][:_STATE_TENSORS]
+    grads = [torch.randn_like(t) for t in state] + [torch.randn_like(t) for t in state]
+    decay = torch.ones((), dtype=state[0].dtype)
+    axes = _batch_axes(batched + [True] * 2 * _STATE_TENSORS) + [None]
+    return _export_traced(vjp, [*example, *grads, decay], axes, through_make_fx=True)
 
 
-def _build(key: str, export: Callable, threaded: bool) -> Callable[[list[Tensor]], list[Tensor]]:
+def _batch_axes(batched: list[bool]) -> list[int | None]:
+    return [0 if b else None for b in batched]
+
+
+def _build(key: str, export: Callable) -> Callable[[list[Tensor]], list[Tensor]]:
     """The runner of an AOTInductor library: loaded from the disk cache when one was built
     for ``key`` by the same physics code (the file name hashes both), else built from
     ``export()`` there (written to a temporary name, then renamed: a crash leaves no partial
-    file). A single-threaded build (not ``threaded``) plans its buffers (`Program`)."""
-    configs = _INDUCTOR_CONFIGS if threaded else _PLANNED_CONFIGS
-    path = _library_path(key, threaded)
+    file)."""
+    path = _library_path(key)
     path.parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings(), _quiet("torch.export.pt2_archive._package"):
         # torch's own deprecation notices while (un)pickling, and a note that the library's
@@ -471,34 +481,27 @@ def _build(key: str, export: Callable, threaded: bool) -> Callable[[list[Tensor]
             LOADED.append(path.name)
         else:
             partial = path.with_name(f"{path.stem}.{os.getpid()}.partial.pt2")
-            with _recursion_limit(_PLANNING_RECURSION_LIMIT):
-                torch._inductor.aoti_compile_and_package(
-                    export(),
-                    package_path=str(partial),
-                    # a copy: the call adds its own entries to the dict it is given
-                    inductor_configs=dict(configs),
-                )
+            torch._inductor.aoti_compile_and_package(
+                export(),
+                package_path=str(partial),
+                # a copy: the call adds its own entries to the dict it is given
+                inductor_configs=dict(_INDUCTOR_CONFIGS),
+            )
             os.replace(partial, path)
             BUILT.append(path.name)
         return torch._inductor.aoti_load_package(str(path)).loader.run
 
 
-def _library_path(key: str, threaded: bool) -> Path:
-    """Where the library ``key`` (with the build options of ``threaded``) is kept on disk."""
-    configs = _INDUCTOR_CONFIGS if threaded else _PLANNED_CONFIGS
-    digest = hashlib.sha256(f"{key}\n{configs}\n{_source_digest()}".encode())
+def _kind(threaded: bool) -> str:
+    """The build kind in a library's key: Inductor splits loops between threads or not by
+    the example's batch size (`_example`)."""
+    return "threaded" if threaded else "single"
+
+
+def _library_path(key: str) -> Path:
+    """Where the library ``key`` is kept on disk."""
+    digest = hashlib.sha256(f"{key}\n{_INDUCTOR_CONFIGS}\n{_source_digest()}".encode())
     return cache_dir() / f"{digest.hexdigest()[:32]}.pt2"
-
-
-@contextlib.contextmanager
-def _recursion_limit(limit: int):
-    """Python's recursion limit at least ``limit`` inside."""
-    previous = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(previous, limit))
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(previous)
 
 
 @functools.cache

@@ -8,7 +8,8 @@ from collections.abc import Callable
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from .ahead_of_time import aot_reduced_rollout, aot_reduced_step
+from .ahead_of_time import aot_reduced_step
+from .aot_rollout import aot_reduced_rollout
 from .articulated import reduced_step
 from .state import State
 from .step import step

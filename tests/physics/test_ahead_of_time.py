@@ -202,10 +202,10 @@ def test_a_failed_threaded_build_falls_back_for_large_batches_only(monkeypatch, 
     None (torch.compile then), with a warning; smaller ones are still served."""
     build = ahead_of_time._build
 
-    def threaded_fails(key, export, threaded):
-        if threaded:
+    def threaded_fails(key, export):
+        if "-threaded-" in key:
             raise RuntimeError("cannot build")
-        return build(key, export, threaded)
+        return build(key, export)
 
     monkeypatch.setattr(ahead_of_time, "_PROGRAMS", {})
     monkeypatch.setattr(ahead_of_time, "_build", threaded_fails)
