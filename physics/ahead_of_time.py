@@ -185,7 +185,6 @@ class Program:
                     lambda: _export_traced(
                         self._traces.block, example, axes, through_make_fx=False
                     ),
-                    threaded=False,
                 )
             except Exception as error:  # noqa: BLE001 - any failure falls back to single steps
                 log.warning("the reduced step's block of %d steps could not be built ahead of "
