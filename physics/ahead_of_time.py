@@ -243,7 +243,7 @@ def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State
         return None
     if world.actuator_names and action is None:
         return None  # the step's own error (no action for a world with actuators)
-    action = action if world.actuator_names else None
+    action = _per_world(action, batch) if world.actuator_names else None
     program, world_inputs, world_grad = _lookup(world, state, action)
     if program is None or (world_grad and torch.is_grad_enabled()) or not program.serves(batch):
         return None
@@ -255,6 +255,13 @@ def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State
     else:
         outputs = program.forward([*world_inputs, *inputs])
     return State(*outputs)
+
+
+def _per_world(action: Tensor | None, batch: int) -> Tensor | None:
+    """A shared action (1, A) as per-world ones (B, A): one program (and one set of libraries)
+    serves both; the expansion's backward sums the gradients back."""
+    shared = action is not None and action.dim() == 2 and action.shape[0] == 1
+    return action.expand(batch, -1) if shared else action
 
 
 def _plain_reverse_mode() -> bool:
@@ -307,7 +314,7 @@ def on_disk(world: World, state: State, action: Tensor | None, backward: bool) -
     batch = state.position.shape[0]
     if world.structure.tree is None or batch < 2:
         return False
-    action = action if world.actuator_names else None
+    action = _per_world(action, batch) if world.actuator_names else None
     world_inputs = [getattr(world, name) for name in WORLD_FIELDS]
     tensors = [*state.tensors(), *([] if action is None else [action])]
     inputs = [*world_inputs, *tensors]

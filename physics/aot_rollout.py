@@ -37,7 +37,10 @@ def aot_reduced_rollout(
     elif actions is None:
         return None  # the step's own error (no action for a world with actuators)
     else:
-        actions = actions.contiguous()
+        # shared actions (steps, 1, A) as per-world ones: one program (and one set of
+        # libraries) for both; the expansion's backward sums the gradients back
+        shared = actions.dim() == 3 and actions.shape[1] == 1
+        actions = (actions.expand(-1, batch, -1) if shared else actions).contiguous()
     program, world_inputs, world_grad = aot._lookup(
         world, state, None if actions is None else actions[0]
     )

@@ -102,6 +102,26 @@ def test_a_rollout_is_one_node_with_the_eager_values_and_gradients(decay, action
     _assert_same(built, built_grads, eager, eager_grads)
 
 
+def test_shared_actions_take_the_per_world_program():
+    """Actions shared by every world ((steps, 1, A), or (1, A) for a step) run the program
+    of per-world actions: nothing more is built or loaded, and the values are the same."""
+    world = _world(3)
+    state = physics.initial_state(world)
+    shared = torch.linspace(-1.0, 2.0, 6).view(6, 1, 1)
+    with torch.no_grad():
+        per_world = physics.rollout(world, state, 6, actions=shared.expand(6, 3, 1), compile=True)
+        one = physics.compiled_step(world.dtype)(world, state, shared[0].expand(3, 1))
+        before = (len(ahead_of_time.BUILT), len(ahead_of_time.LOADED))
+        rolled = physics.rollout(world, state, 6, actions=shared, compile=True)
+        stepped = physics.compiled_step(world.dtype)(world, state, shared[0])
+    assert (len(ahead_of_time.BUILT), len(ahead_of_time.LOADED)) == before
+    for a, b in [
+        *zip(rolled.tensors(), per_world.tensors(), strict=True),
+        *zip(stepped.tensors(), one.tensors(), strict=True),
+    ]:
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def test_a_rollout_takes_the_first_steps_of_a_longer_action_sequence():
     world = _world(3)
     actions = torch.linspace(-1.0, 2.0, 15).view(5, 3, 1).requires_grad_(True)
