@@ -4,7 +4,7 @@ The same step as `physics.articulated.step.reduced_step` (velocity Verlet in joi
 limits and servos as bounded impulses, the same contract), written on (B,) tensors, one per
 component of each vector, matrix entry and coordinate, with the model's structural zeros
 skipped. Every operation is then elementwise over the batch, and a compiler fuses the step
-into one loop over the worlds (its backward likewise); the batched tensor form stays the eager
+into a few loops over the worlds (its backward likewise); the batched tensor form stays the eager
 reference, and the tests hold the two to round-off.
 """
 
