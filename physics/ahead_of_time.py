@@ -67,6 +67,10 @@ _INDUCTOR_CONFIGS = {
     "max_fusion_size": 1 << 20,
     "max_fusion_buffer_group_pairwise_attempts": 2,
 }
+# The dynamic axes of the exported programs: the batch; a trajectory's states and steps.
+_BATCH = torch.export.Dim("batch", min=2)
+_LENGTH = torch.export.Dim("length", min=1)
+_STEPS = torch.export.Dim("steps", min=1)
 #: Batch size from which a backward runs the VJP build whose loops are split between threads.
 THREADED_BATCH = 512
 #: Steps per call of a block build (`Program.block`): a call's fixed cost, shared between them.
@@ -94,10 +98,13 @@ class Program:
     """A world structure's step built ahead of time: ``forward(inputs)`` and ``vjp(inputs +
     gradients)`` run the libraries on flat tensor lists: the world's tensor fields the step
     reads (`WORLD_FIELDS`), the state's 4 tensors and, when the step takes one, the action
-    (B, A). ``vjp`` takes the gradients of the next state's 4 tensors, the gradients reaching
-    the state's own directly (4 tensors) and a gradient decay (a () tensor); it returns the
-    state's gradients, ``direct + decay * (pulled back through the step)``, and the
-    action's (not decayed), as a rollout's backward chains them. ``block`` runs
+    (B, A). ``vjp`` takes a whole trajectory and picks step t itself (a rollout's backward
+    then makes no per-step views): the world's fields, the trajectory's 4 tensors (L, B, ...),
+    the actions (S, B, A) if any, the gradients of the state after step t (4 tensors
+    (B, ...)), the gradients reaching each state directly (4 tensors (L, B, ...)), a
+    gradient decay (a () tensor) and t (a () int64 tensor); it returns the gradients of the
+    state at t, ``direct[t] + decay * (pulled back through the step)``, and the action's (not
+    decayed), as a rollout's backward chains them. ``block`` runs
     `BLOCK_STEPS` steps in one call (`physics.aot_rollout`).
 
     The step and its VJP each come in two builds, made as batches need them (the VJP on its
@@ -148,7 +155,7 @@ class Program:
         return self._forwards[threaded]
 
     def vjp(self, inputs: list[Tensor]) -> list[Tensor]:
-        threaded = inputs[len(WORLD_FIELDS)].shape[0] >= THREADED_BATCH
+        threaded = inputs[len(WORLD_FIELDS)].shape[1] >= THREADED_BATCH  # (L, B, ...)
         if threaded not in self._vjps:
             example = _example(self._inputs, self._batched, threaded)
             try:
@@ -164,11 +171,13 @@ class Program:
 
     def _eager_vjp(self, inputs: list[Tensor]) -> list[Tensor]:
         """`vjp` by eager autograd (the step recomputed, then `torch.func.vjp`)."""
-        n_fixed, tail = len(WORLD_FIELDS), 2 * _STATE_TENSORS + 1  # gradients, direct, decay
-        fixed, free = inputs[:n_fixed], inputs[n_fixed:-tail]
-        grads, direct = inputs[-tail:][:_STATE_TENSORS], inputs[-tail:][_STATE_TENSORS:-1]
+        n_fixed, tail = len(WORLD_FIELDS), 2 * _STATE_TENSORS + 2  # grads, direct, decay, t
+        t = int(inputs[-1])
+        fixed, free = inputs[:n_fixed], [x[t] for x in inputs[n_fixed:-tail]]
+        grads = inputs[-tail:][:_STATE_TENSORS]
+        direct = [x[t] for x in inputs[-tail:][_STATE_TENSORS:-2]]
         _, pull = torch.func.vjp(lambda *f: self._traces.step(*fixed, *f), *free)
-        return _decayed(list(pull(tuple(grads))), direct, inputs[-1])
+        return _decayed(list(pull(tuple(grads))), direct, inputs[-2])
 
     def block(self, inputs: list[Tensor]) -> list[Tensor] | None:
         """`BLOCK_STEPS` steps: inputs the world's fields, the state's 4 tensors and the
@@ -213,11 +222,25 @@ class _Step(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, *grads: Tensor):
+        # the VJP's trajectory layout with one step: every per-step tensor (1, ...), t = 0
         grads = [g.contiguous() for g in grads]
-        direct = [torch.zeros_like(g) for g in grads]  # none: the node is one step
-        one = torch.ones((), dtype=grads[0].dtype)
-        inputs = [*ctx.world_inputs, *ctx.saved_tensors, *grads, *direct, one]
+        direct = [torch.zeros_like(g).unsqueeze(0) for g in grads]  # none: one step
+        one, zero = torch.ones((), dtype=grads[0].dtype), step_indices(1, grads[0].device)[0]
+        steps = [t.unsqueeze(0) for t in ctx.saved_tensors]
+        inputs = [*ctx.world_inputs, *steps, *grads, *direct, one, zero]
         return (None, None, *ctx.program.vjp(inputs))
+
+
+def step_indices(n: int, device: torch.device) -> list[Tensor]:
+    """The step indices 0 .. n - 1 as () int64 tensors on ``device`` (`Program.vjp`'s t),
+    made once and reused."""
+    cached = _INDICES.setdefault(str(device), [])
+    if len(cached) < n:
+        cached[:] = list(torch.arange(max(n, 2 * len(cached)), device=device).unbind())
+    return cached
+
+
+_INDICES: dict[str, list[Tensor]] = {}
 
 
 def _decayed(pulled: list[Tensor], direct: list[Tensor], decay: Tensor) -> list[Tensor]:
@@ -374,10 +397,15 @@ def _traces(world: World, with_action: bool) -> Traces:
     def vjp(*flat: Tensor) -> tuple[Tensor, ...]:
         # with respect to the state's components (each (B,)) rather than its tensors: the
         # gradients then leave the fused loop as components too, stacked once at the end
-        model, state, action, rest = split(flat)
-        grads, direct, decay = rest[:_STATE_TENSORS], rest[_STATE_TENSORS:-1], rest[-1]
-        pulled = unrolled_vjp(model, State(*state), action, State(*grads))
-        return tuple(_decayed(list(pulled), list(direct), decay))
+        model, states, actions, rest = split(flat)
+        grads, direct, decay, t = rest[:_STATE_TENSORS], rest[_STATE_TENSORS:-2], *rest[-2:]
+
+        def at_t(x: Tensor) -> Tensor:
+            return x.index_select(0, t.reshape(1)).squeeze(0)
+
+        action = None if actions is None else at_t(actions)
+        pulled = unrolled_vjp(model, State(*map(at_t, states)), action, State(*grads))
+        return tuple(_decayed(list(pulled), list(map(at_t, direct)), decay))
 
     def block(*flat: Tensor) -> tuple[Tensor, ...]:
         model, state, actions, _ = split(flat)
@@ -423,12 +451,12 @@ def _block_example(inputs: list[Tensor], batched: list[bool]):
 
 
 def _export_traced(trace: Callable, example: list[Tensor], dims: list, through_make_fx: bool):
-    """``trace`` exported with each input's batch axis ``dims`` (None: static) dynamic; with
-    ``through_make_fx``, traced by `make_fx` first (a function that calls `torch.func`)."""
+    """``trace`` exported with each input's batch axis ``dims`` (None: static; a dict of
+    axis → `torch.export.Dim` for more than the batch axis) dynamic; with ``through_make_fx``,
+    traced by `make_fx` first (a function that calls `torch.func`)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    batch = torch.export.Dim("batch", min=2)
-    dynamic = tuple(None if d is None else {d: batch} for d in dims)
+    dynamic = tuple(d if d is None or isinstance(d, dict) else {d: _BATCH} for d in dims)
     with tracing_for_compilation():
         if through_make_fx:
             trace = make_fx(trace, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*example)
@@ -458,14 +486,25 @@ def _export(trace: Callable, example: list[Tensor], batched: list[bool]):
 
 
 def _export_vjp(vjp: Callable, example: list[Tensor], batched: list[bool]):
-    """The step's VJP trace (`Traces.vjp`) exported: inputs ``example``, then the gradients
-    of the next state and those reaching the state directly (4 tensors each), then the
-    decay."""
-    state = example[len(WORLD_FIELDS) :][:_STATE_TENSORS]
-    grads = [torch.randn_like(t) for t in state] + [torch.randn_like(t) for t in state]
-    decay = torch.ones((), dtype=state[0].dtype)
-    axes = _batch_axes(batched + [True] * 2 * _STATE_TENSORS) + [None]
-    return _export_traced(vjp, [*example, *grads, decay], axes, through_make_fx=True)
+    """The step's VJP trace (`Traces.vjp`) exported from the step's ``example``: the
+    trajectory (L, B, ...) and the actions (S, B|1, A) made from its state and action, the
+    gradients of the next state (B, ...), those reaching each state directly (L, B, ...),
+    the decay and t."""
+    n = len(WORLD_FIELDS)
+    sizes = {d for t in example for d in t.shape}
+    length, steps = [d for d in (41, 43, 47, 53, 59, 61, 67) if d not in sizes][:2]
+    state, action = example[n : n + _STATE_TENSORS], example[n + _STATE_TENSORS :]
+    states = [t.expand(length, *t.shape).contiguous() for t in state]
+    actions = [t.expand(steps, *t.shape).contiguous() for t in action]
+    grads = [torch.randn_like(t) for t in state]
+    direct = [torch.randn_like(t) for t in states]
+    decay, t = torch.ones((), dtype=state[0].dtype), torch.tensor(1)
+    along = {0: _LENGTH, 1: _BATCH}
+    axes = [*_batch_axes(batched[:n]), *[along] * _STATE_TENSORS]
+    axes += [{0: _STEPS, 1: _BATCH} if b else {0: _STEPS} for b in batched[n + _STATE_TENSORS :]]
+    axes += [0] * _STATE_TENSORS + [along] * _STATE_TENSORS + [None, None]
+    inputs = [*example[:n], *states, *actions, *grads, *direct, decay, t]
+    return _export_traced(vjp, inputs, axes, through_make_fx=True)
 
 
 def _batch_axes(batched: list[bool]) -> list[int | None]:

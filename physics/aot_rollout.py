@@ -102,21 +102,16 @@ class _Rollout(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, *grads: Tensor):
         saved = ctx.saved_tensors
-        trajectory = saved[:_STATE_TENSORS]
-        actions = saved[_STATE_TENSORS] if len(saved) > _STATE_TENSORS else None
-        # per-step views, each made by one unbind, not one index per step
-        states = list(zip(*(x.unbind(0) for x in trajectory), strict=True))
-        per_step = actions.unbind(0) if actions is not None else None
-        incoming = list(zip(*(g.contiguous().unbind(0) for g in grads), strict=True))
+        trajectory, actions = saved[:_STATE_TENSORS], saved[_STATE_TENSORS:]
+        grads = [g.contiguous() for g in grads]
         decay = torch.tensor(ctx.decay, dtype=trajectory[0].dtype)
-        g_state, g_actions = list(incoming[-1]), []
+        # the VJP picks each step from the whole trajectory: no per-step views here
+        head, tail = [*ctx.world_inputs, *trajectory, *actions], [*grads, decay]
+        indices = aot.step_indices(ctx.steps, trajectory[0].device)
+        g_state, g_actions = [g[-1] for g in grads], []
         for t in range(ctx.steps - 1, -1, -1):
-            inputs = [*ctx.world_inputs, *states[t]]
-            if per_step is not None:
-                inputs.append(per_step[t])
-            pulled = ctx.program.vjp([*inputs, *g_state, *incoming[t], decay])
-            if per_step is not None:
-                g_actions.append(pulled[_STATE_TENSORS])
+            pulled = ctx.program.vjp([*head, *g_state, *tail, indices[t]])
             g_state = pulled[:_STATE_TENSORS]
-        g_actions = [torch.stack(g_actions[::-1])] if per_step is not None else []
+            g_actions.extend(pulled[_STATE_TENSORS:])
+        g_actions = [torch.stack(g_actions[::-1])] if actions else []
         return (None, None, None, None, *g_state, *g_actions)
