@@ -225,7 +225,8 @@ class _Step(torch.autograd.Function):
         # the VJP's trajectory layout with one step: every per-step tensor (1, ...), t = 0
         grads = [g.contiguous() for g in grads]
         direct = [torch.zeros_like(g).unsqueeze(0) for g in grads]  # none: one step
-        one, zero = torch.ones((), dtype=grads[0].dtype), step_indices(1, grads[0].device)[0]
+        one = torch.ones((), dtype=grads[0].dtype, device=grads[0].device)
+        zero = step_indices(1, grads[0].device)[0]
         steps = [t.unsqueeze(0) for t in ctx.saved_tensors]
         inputs = [*ctx.world_inputs, *steps, *grads, *direct, one, zero]
         return (None, None, *ctx.program.vjp(inputs))

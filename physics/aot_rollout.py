@@ -104,7 +104,7 @@ class _Rollout(torch.autograd.Function):
         saved = ctx.saved_tensors
         trajectory, actions = saved[:_STATE_TENSORS], saved[_STATE_TENSORS:]
         grads = [g.contiguous() for g in grads]
-        decay = torch.tensor(ctx.decay, dtype=trajectory[0].dtype)
+        decay = torch.tensor(ctx.decay, dtype=trajectory[0].dtype, device=trajectory[0].device)
         # the VJP picks each step from the whole trajectory: no per-step views here
         head, tail = [*ctx.world_inputs, *trajectory, *actions], [*grads, decay]
         indices = aot.step_indices(ctx.steps, trajectory[0].device)

@@ -197,7 +197,7 @@ def rollout(
         compile: use `compiled_step` instead of eager `step`. For a world in reduced
             coordinates with a batch of 2 or more and a fixed action sequence (no ``policy``),
             the whole rollout is one autograd node through the step built ahead of time
-            (`ahead_of_time.aot_reduced_rollout`): the same values and gradients with less
+            (`aot_rollout.aot_reduced_rollout`): the same values and gradients with less
             per-step work; its backward keeps only the trajectory, so ``checkpoint_every``
             has nothing left to save there.
 
