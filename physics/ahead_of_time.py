@@ -166,18 +166,9 @@ class Program:
             except Exception as error:  # noqa: BLE001 - any failure falls back to eager
                 log.warning("the reduced step's VJP could not be built ahead of time (%s: %s); "
                             "its backward runs eagerly", type(error).__name__, error)  # fmt: skip
-                self._vjps[threaded] = self._eager_vjp
+                # the same trace, run eagerly
+                self._vjps[threaded] = lambda inputs: list(self._traces.vjp(*inputs))
         return self._vjps[threaded](inputs)
-
-    def _eager_vjp(self, inputs: list[Tensor]) -> list[Tensor]:
-        """`vjp` by eager autograd (the step recomputed, then `torch.func.vjp`)."""
-        n_fixed, tail = len(WORLD_FIELDS), 2 * _STATE_TENSORS + 2  # grads, direct, decay, t
-        t = int(inputs[-1])
-        fixed, free = inputs[:n_fixed], [x[t] for x in inputs[n_fixed:-tail]]
-        grads = inputs[-tail:][:_STATE_TENSORS]
-        direct = [x[t] for x in inputs[-tail:][_STATE_TENSORS:-2]]
-        _, pull = torch.func.vjp(lambda *f: self._traces.step(*fixed, *f), *free)
-        return _decayed(list(pull(tuple(grads))), direct, inputs[-2])
 
     def block(self, inputs: list[Tensor]) -> list[Tensor] | None:
         """`BLOCK_STEPS` steps: inputs the world's fields, the state's 4 tensors and the
@@ -267,7 +258,7 @@ def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State
         return None
     if world.actuator_names and action is None:
         return None  # the step's own error (no action for a world with actuators)
-    action = _per_world(action, batch) if world.actuator_names else None
+    action = per_world(action, batch, dim=2) if world.actuator_names else None
     program, world_inputs, world_grad = _lookup(world, state, action)
     if program is None or (world_grad and torch.is_grad_enabled()) or not program.serves(batch):
         return None
@@ -281,11 +272,14 @@ def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State
     return State(*outputs)
 
 
-def _per_world(action: Tensor | None, batch: int) -> Tensor | None:
-    """A shared action (1, A) as per-world ones (B, A): one program (and one set of libraries)
-    serves both; the expansion's backward sums the gradients back."""
-    shared = action is not None and action.dim() == 2 and action.shape[0] == 1
-    return action.expand(batch, -1) if shared else action
+def per_world(actions: Tensor | None, batch: int, dim: int) -> Tensor | None:
+    """Actions shared by every world (batch axis -2 of size 1: (1, A) for a step, dim 2;
+    (steps, 1, A) for a rollout, dim 3) as per-world ones: one program (and one set of
+    libraries) serves both; the expansion's backward sums the gradients back. Others as
+    given."""
+    if actions is None or actions.dim() != dim or actions.shape[-2] != 1:
+        return actions
+    return actions.expand(*actions.shape[:-2], batch, actions.shape[-1])
 
 
 def _plain_reverse_mode() -> bool:
@@ -338,7 +332,7 @@ def on_disk(world: World, state: State, action: Tensor | None, backward: bool) -
     batch = state.position.shape[0]
     if world.structure.tree is None or batch < 2:
         return False
-    action = _per_world(action, batch) if world.actuator_names else None
+    action = per_world(action, batch, dim=2) if world.actuator_names else None
     world_inputs = [getattr(world, name) for name in WORLD_FIELDS]
     tensors = [*state.tensors(), *([] if action is None else [action])]
     inputs = [*world_inputs, *tensors]

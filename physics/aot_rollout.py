@@ -37,10 +37,7 @@ def aot_reduced_rollout(
     elif actions is None:
         return None  # the step's own error (no action for a world with actuators)
     else:
-        # shared actions (steps, 1, A) as per-world ones: one program (and one set of
-        # libraries) for both; the expansion's backward sums the gradients back
-        shared = actions.dim() == 3 and actions.shape[1] == 1
-        actions = (actions.expand(-1, batch, -1) if shared else actions).contiguous()
+        actions = aot.per_world(actions, batch, dim=3).contiguous()
     program, world_inputs, world_grad = aot._lookup(
         world, state, None if actions is None else actions[0]
     )

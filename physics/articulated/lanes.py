@@ -95,17 +95,8 @@ class Mat:
 
 
 # Sums and products where None is an exact zero.
-def add(*terms: Vec | None) -> Vec | None:
-    present = [t for t in terms if t is not None]
-    if not present:
-        return None
-    total = present[0]
-    for term in present[1:]:
-        total = total + term
-    return total
-
-
-def add_scalars(*terms: Tensor | None) -> Tensor | None:
+def add(*terms):
+    """The sum of vectors (`Vec`) or of scalars ((B,) tensors), None standing for zero."""
     present = [t for t in terms if t is not None]
     if not present:
         return None

@@ -19,7 +19,7 @@ from ..inertia import shape_inertia
 from ..state import State
 from ..world import World
 from .constraints import _FAR, Row
-from .lanes import Mat, Vec, add, add_scalars, cross, dot, negate, scale, spd_inverse
+from .lanes import Mat, Vec, add, cross, dot, negate, scale, spd_inverse
 from .tree import Tree
 
 Tensor = torch.Tensor
@@ -353,7 +353,7 @@ def _joint_space(model: Model, pose: Pose) -> Space:
                 terms.append(None if product is None else model.mass[b] * product)
                 if local[b][i] is not None and local[b][j] is not None:
                     terms.append(local[b][i].times(model.moments[b]).dot(local[b][j]))
-            matrix[i][j] = matrix[j][i] = add_scalars(*terms)
+            matrix[i][j] = matrix[j][i] = add(*terms)
     return Space(bodies, linear, angular, spd_inverse(matrix))
 
 
@@ -368,7 +368,7 @@ def _generalised(space: Space, force: dict[int, Vec | None], torque: dict[int, V
     """J^T (force, torque): one (B,) or None per coordinate."""
     size = len(space.inverse)
     return [
-        add_scalars(
+        add(
             *(dot(space.linear[b][c], force[b]) for b in space.bodies),
             *(dot(space.angular[b][c], torque[b]) for b in space.bodies),
         )
@@ -383,7 +383,7 @@ def _solve(space: Space, generalised: list[Tensor | None], like: Tensor) -> list
         terms = [
             m * g for m, g in zip(row, generalised, strict=True) if m is not None and g is not None
         ]
-        out.append(add_scalars(*terms) if terms else torch.zeros_like(like))
+        out.append(add(*terms) if terms else torch.zeros_like(like))
     return out
 
 
@@ -450,9 +450,7 @@ def _acceleration(model, pose, space: Space, q_dot, applied) -> list[Tensor]:
         )
     generalised = _generalised(space, force, torque)
     for c, joint in enumerate(tree.coordinate_joints):
-        generalised[c] = add_scalars(
-            generalised[c], applied[c], -world.joint_damping[:, joint] * q_dot[c]
-        )
+        generalised[c] = add(generalised[c], applied[c], -world.joint_damping[:, joint] * q_dot[c])
     return _solve(space, generalised, q_dot[0])
 
 
@@ -464,7 +462,7 @@ def _motor_forces(model: Model, action: Tensor | None) -> list[Tensor | None]:
     for actuator, column in zip(forces, tree.force_coordinates, strict=True):
         limit = world.motor_max[:, actuator]
         force = torch.minimum(torch.maximum(action[:, actuator], -limit), limit)
-        applied[column] = add_scalars(applied[column], force)
+        applied[column] = add(applied[column], force)
     return applied
 
 
