@@ -8,18 +8,18 @@ which Inductor fuses into a few loops over the batch), is exported (`torch.expor
 axis dynamic) and AOTInductor builds it into a shared library whose C++ runner does that work
 instead. Its reverse-mode derivative is a second library, the step's vector-Jacobian product
 (traced by `make_fx` through `torch.func.vjp`; it recomputes the forward from the step's
-inputs, so a step saves only its inputs), built the first time a backward needs it, and a
-third runs `BLOCK_STEPS` steps per call for rollouts (`physics.aot_rollout`). `_Step` joins
-the step and its VJP as one autograd node per step. Batches below `THREADED_BATCH` have their
-own builds (`Program`).
+inputs, so a step saves only its inputs), built the first time a backward needs it; rollouts
+under an action sequence build their own libraries through the same program
+(`Program.library`, `physics.aot_rollout`). `_Step` joins the step and its VJP as one autograd
+node per step. Batches below `THREADED_BATCH` have their own builds (`Program`).
 
 A world structure, dtype and device makes one program, shared by every batch size from 2 up. The
 libraries are kept in memory and on disk (``DIFFCAM_CACHE_DIR``, by default a folder in the
 system's temporary directory), keyed by the world's structure, the inputs' shapes, Inductor's
 options, the physics package's source and the torch version: another process traces the step
 again but loads the library instead of compiling it. A failure to export or build the step
-falls back to torch.compile (`compiled_step`), one of its VJP to an eager backward, one of a
-block to single steps, each with a warning.
+falls back to torch.compile (`compiled_step`), one of its VJP to an eager backward, each with
+a warning.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 from torch.autograd.function import once_differentiable
 
-from .articulated.unrolled import WORLD_FIELDS, unrolled_rollout, unrolled_step, unrolled_vjp
+from .articulated.unrolled import WORLD_FIELDS, unrolled_step, unrolled_vjp
 from .math3d import tracing_for_compilation
 from .state import State
 from .world import TENSOR_FIELDS, World
@@ -73,18 +73,15 @@ _LENGTH = torch.export.Dim("length", min=1)
 _STEPS = torch.export.Dim("steps", min=1)
 #: Batch size from which a backward runs the VJP build whose loops are split between threads.
 THREADED_BATCH = 512
-#: Steps per call of a block build (`Program.block`): a call's fixed cost, shared between them.
-BLOCK_STEPS = 4
 
 
 @dataclasses.dataclass(frozen=True)
 class Traces:
     """The functions a `Program` builds, on flat tensor lists (see `Program`): ``step`` one
-    step, ``vjp`` its vector-Jacobian product, ``block`` `BLOCK_STEPS` steps."""
+    step, ``vjp`` its vector-Jacobian product."""
 
     step: Callable
     vjp: Callable
-    block: Callable
 
 
 def cache_dir() -> Path:
@@ -104,14 +101,12 @@ class Program:
     (B, ...)), the gradients reaching each state directly (4 tensors (L, B, ...)), a
     gradient decay (a () tensor) and t (a () int64 tensor); it returns the gradients of the
     state at t, ``direct[t] + decay * (pulled back through the step)``, and the action's (not
-    decayed), as a rollout's backward chains them. ``block`` runs
-    `BLOCK_STEPS` steps in one call (`physics.aot_rollout`).
+    decayed). ``library`` builds the rollout's functions (`physics.aot_rollout`).
 
-    The step and its VJP each come in two builds, made as batches need them (the VJP on its
-    first backward): for batches of `THREADED_BATCH` and more, with its loops split between
+    Every library comes in two builds, made as batches need them (the VJP on its first
+    backward): for batches of `THREADED_BATCH` and more, with its loops split between
     threads; for smaller ones, single-threaded (starting the threads for each loop costs more
-    than they save). Blocks are built for the small batches only: a call's fixed cost,
-    which they share between steps, matters there."""
+    than they save)."""
 
     def __init__(self, key: str, traces: Traces, inputs: list[Tensor], batched: list[bool]):
         self.key = key
@@ -120,11 +115,10 @@ class Program:
         self._inputs = [
             t.detach()[:1] if b else t.detach() for t, b in zip(inputs, batched, strict=True)
         ]
-        self._batched = batched
+        self._batched = self.batched = batched
         self._forwards: dict[bool, Callable | None] = {}
         self._vjps: dict[bool, Callable] = {}
-        self._block = _UNBUILT
-        self._forward_build(threaded=inputs[len(WORLD_FIELDS)].shape[0] >= THREADED_BATCH)
+        self._libraries: dict[tuple[str, bool], Callable | None] = {}
 
     def forward(self, inputs: list[Tensor]) -> list[Tensor]:
         threaded = inputs[len(WORLD_FIELDS)].shape[0] >= THREADED_BATCH
@@ -170,31 +164,28 @@ class Program:
                 self._vjps[threaded] = lambda inputs: list(self._traces.vjp(*inputs))
         return self._vjps[threaded](inputs)
 
-    def block(self, inputs: list[Tensor]) -> list[Tensor] | None:
-        """`BLOCK_STEPS` steps: inputs the world's fields, the state's 4 tensors and the
-        actions (K, B|1, A) if any; outputs the 4 states' tensors (K, B, ...) after each step.
-        None for batches of `THREADED_BATCH` and more (there a call's fixed cost is small
-        beside the arithmetic), or where the build failed (warned once)."""
-        if inputs[len(WORLD_FIELDS)].shape[0] >= THREADED_BATCH:
-            return None
-        if self._block is _UNBUILT:
-            example, axes = _block_example(self._inputs, self._batched)
+    def library(self, name: str, trace: Callable, example: Callable, threaded: bool,
+                through_make_fx: bool, eager_fallback: bool) -> Callable | None:  # fmt: skip
+        """Another function of this world structure built as a library on first use (the
+        rollout's, `physics.aot_rollout`): ``trace`` on flat tensor lists, exported from the
+        inputs and dynamic axes that ``example(step inputs, batched)`` makes of the step's
+        example inputs (`_example`). A failed build warns once and gives None, or with
+        ``eager_fallback`` runs ``trace`` eagerly."""
+        if (name, threaded) not in self._libraries:
+            inputs, axes = example(_example(self._inputs, self._batched, threaded), self._batched)
             try:
-                self._block = _build(
-                    f"{self.key}-block{BLOCK_STEPS}-{_sizes([t.shape for t in example])}",
-                    lambda: _export_traced(
-                        self._traces.block, example, axes, through_make_fx=False
-                    ),
+                # the example follows from the key and the kind: its name needs no more
+                built = _build(
+                    f"{self.key}-rollout-{name}-{_kind(threaded)}",
+                    lambda: _export_traced(trace, inputs, axes, through_make_fx),
                 )
-            except Exception as error:  # noqa: BLE001 - any failure falls back to single steps
-                log.warning("the reduced step's block of %d steps could not be built ahead of "
-                            "time (%s: %s); rollouts take single steps", BLOCK_STEPS,
-                            type(error).__name__, error)  # fmt: skip
-                self._block = None
-        return None if self._block is None else self._block(inputs)
-
-
-_UNBUILT = object()
+            except Exception as error:  # noqa: BLE001 - any failure falls back
+                log.warning("the reduced rollout's %r could not be built ahead of time (%s: %s); "
+                            "%s", name, type(error).__name__, error,
+                            "it runs eagerly" if eager_fallback else "rollouts take single steps")  # fmt: skip
+                built = (lambda inputs: list(trace(*inputs))) if eager_fallback else None
+            self._libraries[name, threaded] = built
+        return self._libraries[name, threaded]
 
 
 class _Step(torch.autograd.Function):
@@ -324,11 +315,15 @@ def _batched(world_inputs: list[Tensor], tensors: list[Tensor], batch: int) -> l
     ] + [t.shape[0] == batch for t in tensors]
 
 
-def on_disk(world: World, state: State, action: Tensor | None, backward: bool) -> bool:
+def on_disk(
+    world: World, state: State, action: Tensor | None, backward: bool, rollout: bool = False
+) -> bool:
     """Whether the libraries that stepping ``world`` from ``state`` with ``action`` (B, A)
     would use are in the disk cache: the forward for this batch size and, with
-    ``backward``, its VJP. Then stepping compiled costs an export and a trace (seconds), not a
-    build. False where the step is not built ahead of time (maximal coordinates, B < 2)."""
+    ``backward``, its VJP; with ``rollout``, those of a rollout under an action sequence
+    (`physics.aot_rollout`). Then stepping compiled costs an export and a trace (seconds),
+    not a build. False where the step is not built ahead of time (maximal coordinates,
+    B < 2)."""
     batch = state.position.shape[0]
     if world.structure.tree is None or batch < 2:
         return False
@@ -339,10 +334,19 @@ def on_disk(world: World, state: State, action: Tensor | None, backward: bool) -
     batched = _batched(world_inputs, tensors, batch)
     key = _key(_signature(world, inputs, batched))
     threaded = batch >= THREADED_BATCH
+    kind = _kind(threaded)
+    if rollout:
+        names = ROLLOUT_LIBRARIES + (ROLLOUT_VJPS if backward else ())
+        return all(_library_path(f"{key}-rollout-{name}-{kind}").exists() for name in names)
     shapes = _example_shapes(inputs, batched, threaded)
     names = ["forward", "vjp"] if backward else ["forward"]
-    kind = _kind(threaded)
     return all(_library_path(f"{key}-{n}-{kind}-{_sizes(shapes)}").exists() for n in names)
+
+
+#: The libraries a rollout under an action sequence builds (`physics.aot_rollout`): forward,
+#: and for its backward.
+ROLLOUT_LIBRARIES = ("first", "block", "states")
+ROLLOUT_VJPS = ("first_vjp", "vjp")
 
 
 def _signature(world: World, inputs: list[Tensor], batched: list[bool]) -> tuple:
@@ -373,7 +377,7 @@ def _program(world: World, inputs: list[Tensor], batched: list[bool], signature)
 
 
 def _traces(world: World, with_action: bool) -> Traces:
-    """The step, its VJP and a block of ``world`` on flat tensor lists (`Program`), through
+    """The step and its VJP of ``world`` on flat tensor lists (`Program`), through
     `unrolled_step` (the world's tensor fields are inputs: one build serves every value of
     them)."""
     n_world = len(WORLD_FIELDS)
@@ -402,11 +406,7 @@ def _traces(world: World, with_action: bool) -> Traces:
         pulled = unrolled_vjp(model, State(*map(at_t, states)), action, State(*grads))
         return tuple(_decayed(list(pulled), list(map(at_t, direct)), decay))
 
-    def block(*flat: Tensor) -> tuple[Tensor, ...]:
-        model, state, actions, _ = split(flat)
-        return unrolled_rollout(model, State(*state), BLOCK_STEPS, actions).tensors()
-
-    return Traces(step, vjp, block)
+    return Traces(step, vjp)
 
 
 def _key(signature) -> str:
@@ -433,16 +433,6 @@ def _example(inputs: list[Tensor], batched: list[bool], threaded: bool) -> list[
         t[:1].expand(shape).contiguous() if b else t
         for t, b, shape in zip(inputs, batched, shapes, strict=True)
     ]
-
-
-def _block_example(inputs: list[Tensor], batched: list[bool]):
-    """Inputs to trace a block with, and each one's batch axis (None: none), from the step's
-    ``inputs`` and their ``batched``: the actions (K, B|1, A) have theirs second."""
-    example = _example(inputs, batched, threaded=False)
-    n = len(WORLD_FIELDS) + _STATE_TENSORS
-    actions = [t.unsqueeze(0).expand(BLOCK_STEPS, *t.shape).contiguous() for t in example[n:]]
-    axes = _batch_axes(batched[:n]) + [1 if b else None for b in batched[n:]]
-    return example[:n] + actions, axes
 
 
 def _export_traced(trace: Callable, example: list[Tensor], dims: list, through_make_fx: bool):

@@ -111,7 +111,9 @@ class Scene:
             actions = kwargs.get("actions")
             action = None if actions is None or len(actions) == 0 else actions[0]
             state_steps = state.position.shape[0] * int(steps)
-            kwargs["compile"] = self._default_compile(state_steps, state, action)
+            # a rollout under an action sequence runs libraries of its own
+            chained = policy is None and (actions is not None or not self.n_actuators)
+            kwargs["compile"] = self._default_compile(state_steps, state, action, chained)
         return physics.rollout(self.world, state, steps, policy=policy, **kwargs)
 
     #: State-steps (batch size x steps) a scene steps eagerly on the default path (``compile``
@@ -134,33 +136,36 @@ class Scene:
     def _threshold(self) -> float:
         return float("inf") if self.compile_after is None else self.compile_after
 
-    def _default_compile(self, state_steps: int, state, action) -> bool:
+    def _default_compile(self, state_steps: int, state, action, chained: bool = False) -> bool:
         """The default path's choice for ``state_steps`` more state-steps from ``state`` with
-        actions like ``action`` (B, A) or None (and their count)."""
+        actions like ``action`` (B, A) or None (and their count); ``chained``: a rollout
+        under an action sequence (`physics.aot_rollout`)."""
         if not plain_autograd():  # the compiled step serves plain reverse mode only
             return False
         if self.compiling:
             return True
         self._eager_state_steps += int(state_steps)
         if not self.compiling and self._eager_state_steps >= self._threshold() / 10:
-            self._compile_now = self._libraries_on_disk(state, action)
+            self._compile_now = self._libraries_on_disk(state, action, chained)
         if self.compiling:
             log.info("%s: compiling the physics step (the default path, see Scene.compile_after)",
                      self.path)  # fmt: skip
         return False
 
-    def _libraries_on_disk(self, state, action) -> bool:
-        """Whether the compiled step's libraries for this batch and grad mode are on disk
-        (asked once per batch size and grad mode)."""
+    def _libraries_on_disk(self, state, action, chained: bool) -> bool:
+        """Whether the compiled step's (``chained``: rollout's) libraries for this batch and
+        grad mode are on disk (asked once per batch size, grad mode and kind)."""
         import physics.ahead_of_time
 
-        asked = (state.position.shape[0], torch.is_grad_enabled())
+        asked = (state.position.shape[0], torch.is_grad_enabled(), chained)
         if asked in self._asked_disk:
             return False
         self._asked_disk.add(asked)
         if action is None and self.n_actuators:
             action = state.position.new_zeros(state.position.shape[0], self.n_actuators)
-        return physics.ahead_of_time.on_disk(self.world, state, action, torch.is_grad_enabled())
+        return physics.ahead_of_time.on_disk(
+            self.world, state, action, torch.is_grad_enabled(), rollout=chained
+        )
 
     # ----------------------------------------------------------------- rendering
     def _poses(self, state):

@@ -150,22 +150,6 @@ def unrolled_step(world: World, state: State, action: Tensor | None = None) -> S
     return lanes.stack(state.position.shape[0])
 
 
-def unrolled_rollout(world: World, state: State, steps: int, actions: Tensor | None) -> State:
-    """``steps`` unrolled steps chained on lanes (no State between them): the states after
-    each step, (steps, B, N, ...).
-
-    Args:
-        state: (B, N, ...) tensors.
-        actions: (steps, B|1, A), or None (zeros).
-    """
-    model, lanes, batch = model_of(world), Lanes.of(state), state.position.shape[0]
-    out = []
-    for t in range(steps):
-        lanes = step_lanes(model, lanes, None if actions is None else actions[t])
-        out.append(lanes.stack(batch))
-    return State.stack(out)
-
-
 def unrolled_vjp(
     world: World, state: State, action: Tensor | None, grads: State
 ) -> tuple[Tensor, ...]:
@@ -190,17 +174,48 @@ def unrolled_vjp(
     )
 
 
+@dataclasses.dataclass
+class Joints:
+    """A configuration in joint coordinates: q (rad or m) and q' (rad/s or m/s), one (B,) per
+    column of q, with its `Pose` and `Space`."""
+
+    q: list[Tensor]
+    q_dot: list[Tensor]
+    pose: Pose
+    space: Space
+
+
 def step_lanes(model: Model, lanes: Lanes, action: Tensor | None) -> Lanes:
     """`unrolled_step` from lanes to lanes (``action`` (B, A) or None)."""
-    world = model.world
-    dt = world.timestep
+    joints = joint_step(model, joints_of(model, lanes), action)
+    return _next_lanes(model, joints.pose, joints.space, joints.q_dot, lanes)
+
+
+def joints_of(model: Model, lanes: Lanes) -> Joints:
+    """The joint coordinates a state reads as (`physics.joint_positions`), the joint velocity
+    closest to its body velocities, and its pose (as the state has it) and space."""
     pose, q = _read_joints(model, lanes)
     space = _joint_space(model, pose)
-    q_dot = _project_velocity(model, space, lanes)
+    return Joints(q, _project_velocity(model, space, lanes), pose, space)
+
+
+def joints_at(model: Model, q: list[Tensor], q_dot: list[Tensor]) -> Joints:
+    """Joint coordinates and velocities (one (B,) per column) with their pose and space."""
+    pose = _forward_kinematics(model, q)
+    return Joints(q, q_dot, pose, _joint_space(model, pose))
+
+
+def joint_step(model: Model, joints: Joints, action: Tensor | None) -> Joints:
+    """One timestep from joint coordinates: velocity Verlet, limits and servos as bounded
+    impulses (`unrolled_step`'s arithmetic). The new q is as integrated (a hinge's angle may
+    leave (-pi, pi]: `wrapped` reads it back as a state would)."""
+    world = model.world
+    dt = world.timestep
+    q, q_dot, space = joints.q, joints.q_dot, joints.space
     # As in the maximal engine, a world without actuators ignores the action.
     action = checked_action(world, action if world.actuator_names else None, q[0])
     applied = _motor_forces(model, action)
-    q_ddot = _acceleration(model, pose, space, q_dot, applied)
+    q_ddot = _acceleration(model, joints.pose, space, q_dot, applied)
     q_dot = [v + 0.5 * dt * a for v, a in zip(q_dot, q_ddot, strict=True)]
     servos = _servo_rows(model, q, action)
     rows = servos + _limit_rows(model, q)
@@ -217,7 +232,36 @@ def step_lanes(model: Model, lanes: Lanes, action: Tensor | None) -> Lanes:
         servo_impulses = {row.key: impulses[row.key] for row in servos}
         rows = servos + _limit_rows(model, q)
         q_dot, _ = _solve_rows(model, space, rows, q_dot, servo_impulses)
-    return _next_lanes(model, pose, space, q_dot, lanes)
+    return Joints(q, q_dot, pose, space)
+
+
+def wrapped(model: Model, q: list[Tensor]) -> list[Tensor]:
+    """Joint coordinates as a state reads them back (`joints_of`): hinge angles in
+    (-pi, pi], slider offsets as they are."""
+    world, joints = model.world, model.tree.coordinate_joints
+    return [
+        torch.atan2(torch.sin(c), torch.cos(c)) if world.joint_types[j] == "hinge" else c
+        for c, j in zip(q, joints, strict=True)
+    ]
+
+
+def body_components(model: Model, joints: Joints) -> list[Tensor]:
+    """The moving bodies' state components at a configuration, each (B,): per body in
+    ``joints.space.bodies`` its position (3), rotation (9, row-major), linear and angular
+    velocity (3 each), in that order (as `Lanes.flat` lays out each body's)."""
+    pose, space, out = joints.pose, joints.space, []
+    like = joints.q[0]
+    for b in space.bodies:
+        velocities = [
+            add(*(scale(j, v) for j, v in zip(columns[b], joints.q_dot, strict=True)))
+            for columns in (space.linear, space.angular)
+        ]
+        rotation = pose.rotation[b]
+        out += [pose.position[b].x, pose.position[b].y, pose.position[b].z]
+        out += [getattr(c, axis) for axis in "xyz" for c in rotation.columns()]
+        for v in velocities:
+            out += [torch.zeros_like(like)] * 3 if v is None else [v.x, v.y, v.z]
+    return [c.expand_as(like) for c in out]
 
 
 def model_of(world: World) -> Model:

@@ -127,7 +127,7 @@ def test_default_path_compiles_sooner_when_the_libraries_are_on_disk(
     size and grad mode."""
     asked = []
 
-    def on_disk(world, state, action, backward):
+    def on_disk(world, state, action, backward, rollout=False):
         asked.append((state.position.shape[0], backward, action is None))
         return state.position.shape[0] == 4
 

@@ -89,7 +89,7 @@ def _rollout_grads(world, actions, decay: float, compile: bool):
 @pytest.mark.parametrize("action_batch", [3, 1])
 def test_a_rollout_is_one_node_with_the_eager_values_and_gradients(decay, action_batch, caplog):
     """`rollout(compile=True)` with an action sequence: one autograd node for the whole
-    trajectory, its first steps one block library call (none of the libraries fell back);
+    trajectory, stepped in joint coordinates (none of the rollout's libraries fell back);
     the values, and the gradients of a loss on every state (with and without gradient
     decay, per-image and shared actions), as the eager step's."""
     world = _world(3)
@@ -185,12 +185,15 @@ def test_a_new_process_loads_the_library_from_the_disk_cache(monkeypatch):
 
 
 def test_on_disk_tells_whether_the_libraries_are_built(monkeypatch, tmp_path):
-    """`on_disk`: True for the forward and VJP a grad step just used, False in an empty
-    cache, for a batch of one, and for maximal coordinates."""
+    """`on_disk`: True for the forward and VJP a grad step just used and for the libraries
+    of a grad rollout, False in an empty cache, for a batch of one, and for maximal
+    coordinates."""
     _assert_matches_eager(3, steps=1)  # builds or loads the B < THREADED_BATCH pair
     world = _world(3)
+    _rollout_grads(world, torch.zeros(4, 3, 1), 1.0, compile=True)
     state, action = physics.initial_state(world), torch.zeros(3, 1)
     assert ahead_of_time.on_disk(world, state, action, backward=True)
+    assert ahead_of_time.on_disk(world, state, action, backward=True, rollout=True)
     assert ahead_of_time.on_disk(_world(7), physics.initial_state(_world(7)), torch.zeros(7, 1),
                                  backward=False)  # fmt: skip
     one = _world(1)
@@ -199,6 +202,7 @@ def test_on_disk_tells_whether_the_libraries_are_built(monkeypatch, tmp_path):
     assert not ahead_of_time.on_disk(maximal, physics.initial_state(maximal), action, False)
     monkeypatch.setenv("DIFFCAM_CACHE_DIR", str(tmp_path))
     assert not ahead_of_time.on_disk(world, state, action, backward=False)
+    assert not ahead_of_time.on_disk(world, state, action, backward=False, rollout=True)
 
 
 def test_a_failed_export_falls_back_with_a_warning(monkeypatch, caplog, tmp_path):
@@ -218,6 +222,30 @@ def test_a_failed_export_falls_back_with_a_warning(monkeypatch, caplog, tmp_path
     assert stepped is None
     assert "RuntimeError: cannot export" in caplog.text
     assert "torch.compile instead" in caplog.text
+
+
+@pytest.mark.parametrize("failing", ["block", "vjp"])
+def test_a_failed_rollout_build_falls_back_with_a_warning(failing, monkeypatch, caplog, tmp_path):
+    """A rollout library that cannot be built: the block's makes the rollout take single steps;
+    the VJP's runs its trace eagerly. Either way the values and gradients are eager's."""
+    build = ahead_of_time._build
+
+    def fails(key, export):
+        if f"-rollout-{failing}-" in key:
+            raise RuntimeError("no compiler here")
+        return build(key, export)
+
+    monkeypatch.setattr(ahead_of_time, "_PROGRAMS", {})
+    monkeypatch.setattr(ahead_of_time, "_build", fails)
+    world = _world(3)
+    actions = torch.linspace(-2.0, 1.0, 18).view(6, 3, 1)
+    with caplog.at_level(logging.WARNING, logger="physics.ahead_of_time"):
+        built, *built_grads = _rollout_grads(world, actions, 1.0, compile=True)
+    assert f"rollout's {failing!r} could not be built" in caplog.text
+    one_node = type(built.position.grad_fn).__name__ == "_RolloutBackward"
+    assert one_node == (failing == "vjp")
+    eager, *eager_grads = _rollout_grads(world, actions, 1.0, compile=False)
+    _assert_same(built, built_grads, eager, eager_grads)
 
 
 def test_a_failed_threaded_build_falls_back_for_large_batches_only(monkeypatch, caplog):

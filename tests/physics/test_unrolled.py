@@ -9,8 +9,9 @@ import torch
 
 import diffcam
 import physics
+from physics import ahead_of_time
 from physics.articulated import reduced_step
-from physics.articulated.unrolled import WORLD_FIELDS, unrolled_rollout, unrolled_step
+from physics.articulated.unrolled import WORLD_FIELDS, unrolled_step
 from physics.world import TENSOR_FIELDS
 from tests.physics import models
 
@@ -144,14 +145,41 @@ def test_unrolled_gradients_are_the_reduced_steps(name):
         torch.testing.assert_close(got, want, atol=1e-9, rtol=1e-9)
 
 
-def test_unrolled_rollout_chains_the_step():
-    """Steps chained without a State between them are the steps one by one, bit for bit."""
-    world = branched_arm()
-    actions = _actions(world, 7)
-    chained = unrolled_rollout(world, physics.initial_state(world), 7, actions)
-    for got, want in zip(chained.tensors(), _run(unrolled_step, world, actions).tensors(),
-                         strict=True):  # fmt: skip
-        assert torch.equal(got, want)
+def _chain_grads(world, steps: int, decay: float, compile: bool):
+    """A rollout with a loss on every state: (trajectory, gradients of the start state's 4
+    tensors and of the actions, if any)."""
+    state = physics.initial_state(world)
+    g = torch.Generator().manual_seed(1)
+    start = [(t + 0.01 * torch.randn(t.shape, generator=g, dtype=t.dtype)).requires_grad_()
+             for t in state.tensors()]  # fmt: skip
+    actions = _actions(world, steps).requires_grad_() if world.n_actuators else None
+    trajectory = physics.rollout(world, physics.State(*start), steps, actions=actions,
+                                 gradient_decay=decay, compile=compile)  # fmt: skip
+    weights = [torch.randn(t.shape, generator=g, dtype=t.dtype) for t in trajectory.tensors()]
+    loss = sum((w * t.sin()).sum() for w, t in zip(weights, trajectory.tensors(), strict=True))
+    wrt = start + ([actions] if world.n_actuators else [])
+    return trajectory, torch.autograd.grad(loss, wrt)
+
+
+@pytest.mark.parametrize("decay", [1.0, 0.7])
+@pytest.mark.parametrize("name", [n for n in WORLDS if n != "double_pendulum"])  # B = 1: eager
+def test_the_rollout_chain_is_the_reduced_steps(name, decay, monkeypatch):
+    """The compiled rollout's chain in joint coordinates (`physics.aot_rollout`), its traces
+    run eagerly in float64, from a start state off its joints' manifold: the trajectory of
+    steps one by one (`reduced_step`), and the gradients of a loss on every state to the start
+    state's 4 tensors (static bodies' too) and to the actions, with and without decay."""
+    monkeypatch.setattr(ahead_of_time.Program, "library",
+                        lambda self, name, trace, *args, **kwargs: lambda x: list(trace(*x)))  # fmt: skip
+    world = WORLDS[name](F64)
+    (chained, chained_grads), (stepped, stepped_grads) = (
+        _chain_grads(world, 9, decay, compile) for compile in (True, False)
+    )
+    assert type(chained.position.grad_fn).__name__ == "_RolloutBackward"
+    for got, want in zip(chained.tensors(), stepped.tensors(), strict=True):
+        torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-10)
+    for got, want in zip(chained_grads, stepped_grads, strict=True):
+        assert want.abs().max() > 0
+        torch.testing.assert_close(got, want, atol=1e-9, rtol=1e-9)
 
 
 def test_the_step_reads_only_its_world_fields():
