@@ -3,7 +3,7 @@
 Prints one JSON line per measurement, then one with the ratios. Not part of the test suite.
 
     python benchmarks/bench_default_path.py [--steps 300] [--repeats 7] [--no-peers]
-        [--no-pendulum-cart]
+        [--no-pendulum-cart] [--rounds 5]
         [--peers-python /work/peers_venv/bin/python] [--peers-dir /work/shared/peers]
 
 The model is the peers' cart-pole (`/work/shared/peers/newton_cartpole.py`): cart 1 kg, a box
@@ -23,7 +23,9 @@ Peers, each in the same run: Newton's Featherstone solver and a hand-written War
 subprocesses of ``--peers-python`` (their own venv), and MuJoCo's batched C rollout
 (`mujoco.rollout`, no gradients) in this process, with 1 and with 2 threads. Ratios are ours
 over theirs in state-steps per second, medians against medians (the peers' scripts report
-medians); ours' best run is printed beside its median.
+medians); ours' best run is printed beside its median. The machine's speed drifts over
+minutes, so the forward+backward at B = 64 is also timed in ``--rounds`` rounds alternating
+with the Warp kernel (its script run again each round), and their ratio of medians printed.
 """
 
 from __future__ import annotations
@@ -160,7 +162,7 @@ def ours(scene_file: Path, name: str, batch: int, steps: int, backward: bool, re
         q, _ = physics.joint_positions(
             scene.world, physics.State(*(t[-1] for t in final.tensors()))
         )
-    return emit({
+    return run, emit({
         "bench": "default_scene_path", "scene": name, "mode": "forward+backward" if backward
         else "forward", "B": batch, "steps": steps, "coordinates": scene.world.coordinates,
         "compiled": scene.compiling, "warm_up_runs": warm, "warm_up_s": round(warm_s, 2),
@@ -214,6 +216,31 @@ def peer(python: str, script: Path, args: list[str]) -> dict | None:
     return emit({"bench": "peer", "script": script.name, **json.loads(lines[-1])})
 
 
+def interleaved(run, state_steps: int, repeats: int, rounds: int, python: str, script: Path,
+                args: list[str]) -> dict | None:  # fmt: skip
+    """Our forward+backward B = 64 and the Warp kernel's in alternating rounds (this
+    machine's speed drifts over minutes: a ratio of runs minutes apart carries the drift):
+    per round both medians, and the ratio of the medians over rounds."""
+    ours_rates, warp_rates = [], []
+    for _ in range(rounds):
+        _, _, median = time_runs(run, repeats)
+        done = subprocess.run([python, str(script), *args], capture_output=True, text=True,
+                              timeout=600)  # fmt: skip
+        lines = done.stdout.strip().splitlines()
+        if done.returncode or not lines:
+            emit({"bench": "interleaved", "error": done.stderr[-2000:]})
+            return None
+        ours_rates.append(state_steps / median)
+        warp_rates.append(json.loads(lines[-1])["B64"]["forward_backward_env_steps_per_s"])
+    return emit({
+        "bench": "interleaved", "what": "fwd+bwd B=64, ours then the Warp kernel, per round",
+        "ours_state_steps_per_s": [round(x) for x in ours_rates],
+        "warp_kernel_state_steps_per_s": warp_rates,
+        "ratio_per_round": [round(a / b, 3) for a, b in zip(ours_rates, warp_rates, strict=True)],
+        "ratio_of_medians": round(statistics.median(ours_rates) / statistics.median(warp_rates), 3),
+    })  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=300)
@@ -222,15 +249,26 @@ def main() -> None:
     ap.add_argument("--no-pendulum-cart", action="store_true", help="skip the reference scene")
     ap.add_argument("--peers-python", default="/work/peers_venv/bin/python")
     ap.add_argument("--peers-dir", type=Path, default=Path("/work/shared/peers"))
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="rounds of ours and the Warp kernel, one after the other (0: none)",
+    )
     args = ap.parse_args()
     steps, repeats = args.steps, args.repeats
 
     with tempfile.TemporaryDirectory() as tmp:
         cartpole = Path(tmp) / "cartpole.toml"
         cartpole.write_text(CARTPOLE_TOML)
-        fb64 = ours(cartpole, "cartpole", 64, steps, True, repeats)
-        f64 = ours(cartpole, "cartpole", 64, steps, False, repeats)
-        f4096 = ours(cartpole, "cartpole", 4096, steps, False, max(3, repeats // 2))
+        run_fb64, fb64 = ours(cartpole, "cartpole", 64, steps, True, repeats)
+        _, f64 = ours(cartpole, "cartpole", 64, steps, False, repeats)
+        _, f4096 = ours(cartpole, "cartpole", 4096, steps, False, max(3, repeats // 2))
+        rounds = None
+        if not args.no_peers and args.rounds:
+            warp_script = args.peers_dir / "warp_cartpole_kernel.py"
+            rounds = interleaved(run_fb64, 64 * steps, repeats, args.rounds, args.peers_python,
+                                 warp_script, ["--batch", "64", "--steps", str(steps)])  # fmt: skip
         if not args.no_pendulum_cart:
             path = ROOT / "scenes" / "pendulum_cart.toml"
             ours(path, "pendulum_cart", 64, steps, True, repeats)
@@ -267,6 +305,8 @@ def main() -> None:
         r["fwd_B4096_vs_warp_kernel"] = round(
             f4096["state_steps_per_s_median"] / warp["B4096"]["forward_env_steps_per_s"], 3
         )
+    if rounds:
+        r["fwd_bwd_B64_vs_warp_kernel_interleaved"] = rounds["ratio_of_medians"]
     ratios["goals"] = {"fwd_bwd_B64_vs_newton": ">= 10", "fwd_bwd_B64_vs_warp_kernel": ">= 0.5",
                        "fwd_B4096_vs_mujoco": ">= 2"}  # fmt: skip
     emit(ratios)
