@@ -95,13 +95,9 @@ class Program:
     """A world structure's step built ahead of time: ``forward(inputs)`` and ``vjp(inputs +
     gradients)`` run the libraries on flat tensor lists: the world's tensor fields the step
     reads (`WORLD_FIELDS`), the state's 4 tensors and, when the step takes one, the action
-    (B, A). ``vjp`` takes a whole trajectory and picks step t itself (a rollout's backward
-    then makes no per-step views): the world's fields, the trajectory's 4 tensors (L, B, ...),
-    the actions (S, B, A) if any, the gradients of the state after step t (4 tensors
-    (B, ...)), the gradients reaching each state directly (4 tensors (L, B, ...)), a
-    gradient decay (a () tensor) and t (a () int64 tensor); it returns the gradients of the
-    state at t, ``direct[t] + decay * (pulled back through the step)``, and the action's (not
-    decayed). ``library`` builds the rollout's functions (`physics.aot_rollout`).
+    (B, A); ``vjp`` takes the gradients of the next state's 4 tensors after them and returns
+    those of the state's and the action's. ``library`` builds the rollout's functions
+    (`physics.aot_rollout`).
 
     Every library comes in two builds, made as batches need them (the VJP on its first
     backward): for batches of `THREADED_BATCH` and more, with its loops split between
@@ -149,7 +145,7 @@ class Program:
         return self._forwards[threaded]
 
     def vjp(self, inputs: list[Tensor]) -> list[Tensor]:
-        threaded = inputs[len(WORLD_FIELDS)].shape[1] >= THREADED_BATCH  # (L, B, ...)
+        threaded = inputs[len(WORLD_FIELDS)].shape[0] >= THREADED_BATCH
         if threaded not in self._vjps:
             example = _example(self._inputs, self._batched, threaded)
             try:
@@ -204,19 +200,13 @@ class _Step(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, *grads: Tensor):
-        # the VJP's trajectory layout with one step: every per-step tensor (1, ...), t = 0
         grads = [g.contiguous() for g in grads]
-        direct = [torch.zeros_like(g).unsqueeze(0) for g in grads]  # none: one step
-        one = torch.ones((), dtype=grads[0].dtype, device=grads[0].device)
-        zero = step_indices(1, grads[0].device)[0]
-        steps = [t.unsqueeze(0) for t in ctx.saved_tensors]
-        inputs = [*ctx.world_inputs, *steps, *grads, *direct, one, zero]
-        return (None, None, *ctx.program.vjp(inputs))
+        return (None, None, *ctx.program.vjp([*ctx.world_inputs, *ctx.saved_tensors, *grads]))
 
 
 def step_indices(n: int, device: torch.device) -> list[Tensor]:
-    """The step indices 0 .. n - 1 as () int64 tensors on ``device`` (`Program.vjp`'s t),
-    made once and reused."""
+    """The step indices 0 .. n - 1 as () int64 tensors on ``device`` (for libraries that pick
+    a step of a trajectory), made once and reused."""
     cached = _INDICES.setdefault(str(device), [])
     if len(cached) < n:
         cached[:] = list(torch.arange(max(n, 2 * len(cached)), device=device).unbind())
@@ -224,13 +214,6 @@ def step_indices(n: int, device: torch.device) -> list[Tensor]:
 
 
 _INDICES: dict[str, list[Tensor]] = {}
-
-
-def _decayed(pulled: list[Tensor], direct: list[Tensor], decay: Tensor) -> list[Tensor]:
-    """A VJP's outputs (the state's 4 gradients, then the action's) with the state's as a
-    rollout chains them: ``direct + decay * pulled``."""
-    state = [d + decay * p for d, p in zip(direct, pulled[:_STATE_TENSORS], strict=True)]
-    return [*state, *pulled[_STATE_TENSORS:]]
 
 
 _PROGRAMS: dict[tuple, Program | None] = {}
@@ -394,17 +377,8 @@ def _traces(world: World, with_action: bool) -> Traces:
         return unrolled_step(model, State(*state), action).tensors()
 
     def vjp(*flat: Tensor) -> tuple[Tensor, ...]:
-        # with respect to the state's components (each (B,)) rather than its tensors: the
-        # gradients then leave the fused loop as components too, stacked once at the end
-        model, states, actions, rest = split(flat)
-        grads, direct, decay, t = rest[:_STATE_TENSORS], rest[_STATE_TENSORS:-2], *rest[-2:]
-
-        def at_t(x: Tensor) -> Tensor:
-            return x.index_select(0, t.reshape(1)).squeeze(0)
-
-        action = None if actions is None else at_t(actions)
-        pulled = unrolled_vjp(model, State(*map(at_t, states)), action, State(*grads))
-        return tuple(_decayed(list(pulled), list(map(at_t, direct)), decay))
+        model, state, action, grads = split(flat)
+        return tuple(unrolled_vjp(model, State(*state), action, State(*grads)))
 
     return Traces(step, vjp)
 
@@ -471,25 +445,13 @@ def _export(trace: Callable, example: list[Tensor], batched: list[bool]):
 
 
 def _export_vjp(vjp: Callable, example: list[Tensor], batched: list[bool]):
-    """The step's VJP trace (`Traces.vjp`) exported from the step's ``example``: the
-    trajectory (L, B, ...) and the actions (S, B|1, A) made from its state and action, the
-    gradients of the next state (B, ...), those reaching each state directly (L, B, ...),
-    the decay and t."""
+    """The step's VJP trace (`Traces.vjp`) exported from the step's ``example`` and the
+    gradients of the next state (distinct tensors: export takes a tensor passed twice as one
+    input)."""
     n = len(WORLD_FIELDS)
-    sizes = {d for t in example for d in t.shape}
-    length, steps = [d for d in (41, 43, 47, 53, 59, 61, 67) if d not in sizes][:2]
-    state, action = example[n : n + _STATE_TENSORS], example[n + _STATE_TENSORS :]
-    states = [t.expand(length, *t.shape).contiguous() for t in state]
-    actions = [t.expand(steps, *t.shape).contiguous() for t in action]
-    grads = [torch.randn_like(t) for t in state]
-    direct = [torch.randn_like(t) for t in states]
-    decay, t = torch.ones((), dtype=state[0].dtype), torch.tensor(1)
-    along = {0: _LENGTH, 1: _BATCH}
-    axes = [*_batch_axes(batched[:n]), *[along] * _STATE_TENSORS]
-    axes += [{0: _STEPS, 1: _BATCH} if b else {0: _STEPS} for b in batched[n + _STATE_TENSORS :]]
-    axes += [0] * _STATE_TENSORS + [along] * _STATE_TENSORS + [None, None]
-    inputs = [*example[:n], *states, *actions, *grads, *direct, decay, t]
-    return _export_traced(vjp, inputs, axes, through_make_fx=True)
+    grads = [torch.randn_like(t) for t in example[n : n + _STATE_TENSORS]]
+    axes = _batch_axes(batched) + [0] * _STATE_TENSORS
+    return _export_traced(vjp, [*example, *grads], axes, through_make_fx=True)
 
 
 def _batch_axes(batched: list[bool]) -> list[int | None]:
