@@ -161,9 +161,12 @@ def _chain_grads(world, steps: int, decay: float, compile: bool):
     return trajectory, torch.autograd.grad(loss, wrt)
 
 
-@pytest.mark.parametrize("decay", [1.0, 0.7])
-@pytest.mark.parametrize("name", [n for n in WORLDS if n != "double_pendulum"])  # B = 1: eager
-def test_the_rollout_chain_is_the_reduced_steps(name, decay, monkeypatch):
+@pytest.mark.parametrize(
+    ("name", "steps", "decay"),
+    [(n, 9, d) for n in WORLDS if n != "double_pendulum" for d in (1.0, 0.7)]  # B = 1: eager
+    + [("branched_arm", steps, 0.7) for steps in (1, 2, 5)],  # a first step only; padded blocks
+)
+def test_the_rollout_chain_is_the_reduced_steps(name, steps, decay, monkeypatch):
     """The compiled rollout's chain in joint coordinates (`physics.aot_rollout`), its traces
     run eagerly in float64, from a start state off its joints' manifold: the trajectory of
     steps one by one (`reduced_step`), and the gradients of a loss on every state to the start
@@ -172,7 +175,7 @@ def test_the_rollout_chain_is_the_reduced_steps(name, decay, monkeypatch):
                         lambda self, name, trace, *args, **kwargs: lambda x: list(trace(*x)))  # fmt: skip
     world = WORLDS[name](F64)
     (chained, chained_grads), (stepped, stepped_grads) = (
-        _chain_grads(world, 9, decay, compile) for compile in (True, False)
+        _chain_grads(world, steps, decay, compile) for compile in (True, False)
     )
     assert type(chained.position.grad_fn).__name__ == "_RolloutBackward"
     for got, want in zip(chained.tensors(), stepped.tensors(), strict=True):
