@@ -111,7 +111,7 @@ class Program:
         self._inputs = [
             t.detach()[:1] if b else t.detach() for t, b in zip(inputs, batched, strict=True)
         ]
-        self._batched = self.batched = batched
+        self.batched = batched  # which inputs have a batch axis
         self._forwards: dict[bool, Callable | None] = {}
         self._vjps: dict[bool, Callable] = {}
         self._libraries: dict[tuple[str, bool], Callable | None] = {}
@@ -137,21 +137,21 @@ class Program:
 
     def _forward_build(self, threaded: bool) -> Callable:
         if threaded not in self._forwards:
-            example = _example(self._inputs, self._batched, threaded)
+            example = _example(self._inputs, self.batched, threaded)
             self._forwards[threaded] = _build(
                 f"{self.key}-forward-{_kind(threaded)}-{_sizes([t.shape for t in example])}",
-                lambda: _export(self._traces.step, example, self._batched),
+                lambda: _export(self._traces.step, example, self.batched),
             )
         return self._forwards[threaded]
 
     def vjp(self, inputs: list[Tensor]) -> list[Tensor]:
         threaded = inputs[len(WORLD_FIELDS)].shape[0] >= THREADED_BATCH
         if threaded not in self._vjps:
-            example = _example(self._inputs, self._batched, threaded)
+            example = _example(self._inputs, self.batched, threaded)
             try:
                 self._vjps[threaded] = _build(
                     f"{self.key}-vjp-{_kind(threaded)}-{_sizes([t.shape for t in example])}",
-                    lambda: _export_vjp(self._traces.vjp, example, self._batched),
+                    lambda: _export_vjp(self._traces.vjp, example, self.batched),
                 )
             except Exception as error:  # noqa: BLE001 - any failure falls back to eager
                 log.warning("the reduced step's VJP could not be built ahead of time (%s: %s); "
@@ -168,7 +168,7 @@ class Program:
         example inputs (`_example`). A failed build warns once and gives None, or with
         ``eager_fallback`` runs ``trace`` eagerly."""
         if (name, threaded) not in self._libraries:
-            inputs, axes = example(_example(self._inputs, self._batched, threaded), self._batched)
+            inputs, axes = example(_example(self._inputs, self.batched, threaded), self.batched)
             try:
                 # the example follows from the key and the kind: its name needs no more
                 built = _build(

@@ -35,6 +35,7 @@ from .articulated.unrolled import (
     joint_step,
     joints_at,
     joints_of,
+    lanes_at,
     model_of,
     stack_state,
     state_components,
@@ -190,8 +191,8 @@ def _traces(world: World, with_action: bool, batched: list[bool]) -> _Traces:
 
         m = model([over_steps(w) if b else w for w, b in zip(flat[:n_world], batched, strict=True)])
         joints = joints_at(m, list(q.flatten(0, 1).unbind(1)), list(q_dot.flatten(0, 1).unbind(1)))
-        lanes = _with_moving(m, state_components(State(*map(over_steps, start))), joints)
-        out = stack_state(lanes, steps * batch).tensors()
+        lanes = lanes_at(m, joints, Lanes.of(State(*map(over_steps, start))))
+        out = lanes.stack(steps * batch).tensors()
         return tuple(t.view(steps, batch, *t.shape[1:]) for t in out)
 
     return _Traces(first, first_vjp, block, vjp, states)
@@ -216,22 +217,6 @@ def _body_gradients(world: World, grads: list[Tensor]) -> tuple[Tensor, ...]:
             position, rotation, linear, angular = (g[:, b].flatten(1).unbind(1) for g in grads)
             out += [*position, *rotation, *linear, *angular]
     return tuple(out)
-
-
-def _with_moving(m, components: list[Tensor], joints) -> list[Tensor]:
-    """A state's components in memory order (`state_components`) with the moving bodies'
-    replaced by those at ``joints`` (`body_components`)."""
-    n = len(components) // 18
-    out, moving = list(components), iter(body_components(m, joints))
-    for b in joints.space.bodies:
-        for start, size in (
-            (3 * b, 3),
-            (3 * n + 9 * b, 9),
-            (12 * n + 3 * b, 3),
-            (15 * n + 3 * b, 3),
-        ):
-            out[start : start + size] = [next(moving) for _ in range(size)]
-    return out
 
 
 #: Per program (its key: a world structure, dtype, device and the action's presence), the

@@ -198,8 +198,9 @@ def rollout(
             coordinates with a batch of 2 or more and a fixed action sequence (no ``policy``),
             the whole rollout is one autograd node through the step built ahead of time
             (`aot_rollout.aot_reduced_rollout`): the same values and gradients with less
-            per-step work; its backward keeps only the trajectory, so ``checkpoint_every``
-            has nothing left to save there.
+            per-step work (`aot_rollout`: it steps in joint coordinates); its backward keeps
+            the joint coordinates and velocities after each step, so ``checkpoint_every`` has
+            nothing left to save there.
 
     Returns:
         A State with a leading time axis: (steps + 1, B, N, ...), index 0 the initial state.

@@ -187,8 +187,7 @@ class Joints:
 
 def step_lanes(model: Model, lanes: Lanes, action: Tensor | None) -> Lanes:
     """`unrolled_step` from lanes to lanes (``action`` (B, A) or None)."""
-    joints = joint_step(model, joints_of(model, lanes), action)
-    return _next_lanes(model, joints.pose, joints.space, joints.q_dot, lanes)
+    return lanes_at(model, joint_step(model, joints_of(model, lanes), action), lanes)
 
 
 def joints_of(model: Model, lanes: Lanes) -> Joints:
@@ -252,16 +251,20 @@ def body_components(model: Model, joints: Joints) -> list[Tensor]:
     pose, space, out = joints.pose, joints.space, []
     like = joints.q[0]
     for b in space.bodies:
-        velocities = [
-            add(*(scale(j, v) for j, v in zip(columns[b], joints.q_dot, strict=True)))
-            for columns in (space.linear, space.angular)
-        ]
         rotation = pose.rotation[b]
         out += [pose.position[b].x, pose.position[b].y, pose.position[b].z]
         out += [getattr(c, axis) for axis in "xyz" for c in rotation.columns()]
-        for v in velocities:
+        for v in _body_velocities(space, b, joints.q_dot):
             out += [torch.zeros_like(like)] * 3 if v is None else [v.x, v.y, v.z]
     return [c.expand_as(like) for c in out]
+
+
+def _body_velocities(space: Space, body: int, q_dot: list[Tensor]):
+    """A moving body's linear and angular velocity J q' (None where exactly zero)."""
+    return tuple(
+        add(*(scale(j, v) for j, v in zip(columns[body], q_dot, strict=True)))
+        for columns in (space.linear, space.angular)
+    )
 
 
 def model_of(world: World) -> Model:
@@ -556,12 +559,11 @@ def _solve_rows(model: Model, space: Space, rows: list[Row], q_dot: list[Tensor]
     return q_dot, accumulated
 
 
-def _next_lanes(model: Model, pose: Pose, space: Space, q_dot: list[Tensor], lanes: Lanes):
-    """The next state's lanes: the poses of `pose`, velocities J q', static bodies as they
-    were."""
+def lanes_at(model: Model, joints: Joints, lanes: Lanes) -> Lanes:
+    """The state at ``joints``: the moving bodies' poses and velocities J q', static bodies
+    as they are in ``lanes``."""
     out = Lanes(list(lanes.position), list(lanes.rotation), list(lanes.linear), list(lanes.angular))
-    for b in space.bodies:
-        out.position[b], out.rotation[b] = pose.position[b], pose.rotation[b]
-        out.linear[b] = add(*(scale(j, v) for j, v in zip(space.linear[b], q_dot, strict=True)))
-        out.angular[b] = add(*(scale(j, v) for j, v in zip(space.angular[b], q_dot, strict=True)))
+    for b in joints.space.bodies:
+        out.position[b], out.rotation[b] = joints.pose.position[b], joints.pose.rotation[b]
+        out.linear[b], out.angular[b] = _body_velocities(joints.space, b, joints.q_dot)
     return out
