@@ -220,18 +220,16 @@ def interleaved(run, state_steps: int, repeats: int, rounds: int, python: str, s
                 args: list[str]) -> dict | None:  # fmt: skip
     """Our forward+backward B = 64 and the Warp kernel's in alternating rounds (this
     machine's speed drifts over minutes: a ratio of runs minutes apart carries the drift):
-    per round both medians, and the ratio of the medians over rounds."""
+    per round both medians (the Warp kernel's `peer` line each round), and the ratio of the
+    medians over rounds."""
     ours_rates, warp_rates = [], []
     for _ in range(rounds):
         _, _, median = time_runs(run, repeats)
-        done = subprocess.run([python, str(script), *args], capture_output=True, text=True,
-                              timeout=600)  # fmt: skip
-        lines = done.stdout.strip().splitlines()
-        if done.returncode or not lines:
-            emit({"bench": "interleaved", "error": done.stderr[-2000:]})
+        warp = peer(python, script, args)
+        if "error" in warp:
             return None
         ours_rates.append(state_steps / median)
-        warp_rates.append(json.loads(lines[-1])["B64"]["forward_backward_env_steps_per_s"])
+        warp_rates.append(warp["B64"]["forward_backward_env_steps_per_s"])
     return emit({
         "bench": "interleaved", "what": "fwd+bwd B=64, ours then the Warp kernel, per round",
         "ours_state_steps_per_s": [round(x) for x in ours_rates],
