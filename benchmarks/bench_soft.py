@@ -15,7 +15,10 @@ forward+backward medians), both on the default path (eager; ``Scene.render`` for
       gradient of bench_render.py's pendulum_cart cases).
   soft_rect5_b64, soft_mixed5_b64
       bench_render.py's 5 textured rectangles (256^2 textures) / plane, box, sphere, capsule and
-      cylinder; the backward pass is that of mean(image^2), to poses and textures.
+      cylinder; the backward pass is that of mean(image^2), to poses and textures. The
+      rectangles also run the opt-in compiled hard path (``backend="compile"``, compiled in
+      the warm-up) in turn with the two: ``hard_compile_*`` and
+      ``soft_over_hard_compile_forward_backward``.
 
 ``--peer-python PY`` also runs ../shared/peers/mitsuba_cards.py with that interpreter (a venv
 with mitsuba), B = 64 views of 5 textured cards, forward+backward to the textures, and one
@@ -76,7 +79,7 @@ def _times(cases, repeats: int, warmup: int):
     return out
 
 
-def _primitives_case(kind: str, softness: float):
+def _primitives_case(kind: str, softness: float, backend: str = "eager"):
     """bench_render.py's 5-primitive scene: (forward, backward given the image, info)."""
     from bench_render import scene
 
@@ -86,7 +89,9 @@ def _primitives_case(kind: str, softness: float):
     bg = torch.tensor([0.9, 0.9, 0.9])
 
     def fwd():
-        return diffcam.render(cam, prims, R, p, background=bg, edge_softness=softness)
+        return diffcam.render(
+            cam, prims, R, p, background=bg, edge_softness=softness, backend=backend
+        )
 
     def bwd(img):
         img.square().mean().backward()
@@ -108,12 +113,13 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
         kind = "rect" if "rect" in case else "mixed"
         fwd, bwd, info = _primitives_case(kind, 1.0)
         hard_fwd, hard_bwd, _ = _primitives_case(kind, 0.0)
-    (f_ms, b_ms, cpu), (hf_ms, hb_ms, hard_cpu) = _times(
-        [(fwd, bwd), (hard_fwd, hard_bwd)], repeats, warmup
-    )
+    pairs = [(fwd, bwd), (hard_fwd, hard_bwd)]
+    if case.startswith("soft_rect"):  # the opt-in compiled hard path too (compiles in warm-up)
+        pairs.append(_primitives_case("rect", 0.0, backend="compile")[:2])
+    (f_ms, b_ms, cpu), (hf_ms, hb_ms, hard_cpu), *compiled = _times(pairs, repeats, max(1, warmup))
     soft_total = statistics.median([a + b for a, b in zip(f_ms, b_ms, strict=True)])
     hard_total = statistics.median([a + b for a, b in zip(hf_ms, hb_ms, strict=True)])
-    return {
+    out = {
         "bench": case,
         "B": batch,
         **info,
@@ -129,6 +135,13 @@ def run_case(case: str, repeats: int, warmup: int) -> dict:
         ),
         "threads": torch.get_num_threads(),
     }
+    if compiled:
+        cf_ms, cb_ms, _ = compiled[0]
+        out["hard_compile_forward_ms"] = round(statistics.median(cf_ms), 2)
+        out["hard_compile_backward_ms"] = round(statistics.median(cb_ms), 2)
+        compiled_total = statistics.median([a + b for a, b in zip(cf_ms, cb_ms, strict=True)])
+        out["soft_over_hard_compile_forward_backward"] = round(soft_total / compiled_total, 2)
+    return out
 
 
 def run_peer(python: str) -> dict:
@@ -163,6 +176,10 @@ def main():
             if r["B"] == 64:
                 total = r["forward_ms"] + r["backward_ms"]
                 summary[f"{case}_over_mitsuba_pose_1_image"] = round(total / one_image, 2)
+            if "hard_compile_forward_ms" in r:
+                total = r["hard_compile_forward_ms"] + r["hard_compile_backward_ms"]
+                key = f"{case}_hard_compile_over_mitsuba_pose_1_image"
+                summary[key] = round(total / one_image, 2)
         print(json.dumps(summary), flush=True)
 
 
