@@ -52,7 +52,7 @@ def build_world(config: SceneConfig, tensor: ToTensor, batch_size: int, device, 
 
     bodies = []
     for b in config.bodies:
-        kw = {k: b[k] for k in b if k not in ("texture", "color", "uv_scale")}
+        kw = {k: b[k] for k in b if k not in ("texture", "color", "uv_scale", "visible")}
         bodies.append(physics.Body(**_tensors_converted(kw, tensor)))
     joints = []
     for j in config.joints:

@@ -35,7 +35,8 @@ def describe(scene: Scene) -> str:
         )  # fmt: skip
         lines.append(
             f"    {b['name']}: {b['shape']} size {_fmt(b['size'])}, {kind}, "
-            f"at {_fmt(b.get('position', [0, 0, 0]))}, {look}"
+            f"at {_fmt(b.get('position', [0, 0, 0]))}, "
+            + (look if b.get("visible", True) else "not drawn")
         )
     lines.append(f"  joints ({len(cfg.joints)}):")
     for j in cfg.joints:

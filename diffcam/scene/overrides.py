@@ -44,6 +44,8 @@ def override_paths(data: dict) -> list[str]:
                 for k, f in fields.items()
                 if f is not None and (f.numeric or k == "size") and not (static and k in skip)
             ]
+            if section == "bodies":  # a texture's name, or a (3, Ht, Wt) tensor to wear
+                paths.append(f"bodies.{name}.texture")
             motor = item.get("motor") if section == "joints" else None
             if isinstance(motor, dict):
                 keys = ("max",) if motor.get("type") == "force" else MOTOR_FIELDS
@@ -80,10 +82,26 @@ def _apply_overrides(data: dict, overrides: Mapping[str, Any], ctx: _Ctx) -> dic
             )
             if len(parts) == 4:  # joints.<name>.motor.<key>
                 item["motor"][parts[3]] = value
+            elif parts[0] == "bodies" and parts[2] == "texture":
+                _wear_texture(data, item, value)
             else:
                 item[parts[2]] = value
         ctx.overridden.add(path)
     return data
+
+
+def _wear_texture(data: dict, body: dict, value: Any) -> None:
+    """A body's ``texture`` override: a declared texture's name, or a (3, Ht, Wt) tensor that
+    becomes a texture of its own (``_<body>_texture``); the body's colour, if any, goes."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        name = f"_{body['name']}_texture"
+        textures = data.get("textures")
+        data["textures"] = {**(textures if isinstance(textures, dict) else {}), name: value}
+        value = name
+    body["texture"] = value
+    body.pop("color", None)
 
 
 def _near_paths(path: Any, valid: list[str], n: int = 8) -> list[str]:

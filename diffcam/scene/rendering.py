@@ -90,6 +90,22 @@ def static_layer(scene: Scene, rot, pos, kwargs) -> _StaticLayer | None:
     return scene._layer_cache
 
 
+def draw_subset(draw, camera, primitives: list, drawn: list[int], rot, pos, want_ids, kwargs):
+    """``draw`` (`render_buffers` or the like) of the bodies ``drawn`` (indices in state order)
+    with their ``primitives``, from the poses of every body (rot (B, N, 3, 3), pos (B, N, 3));
+    the object ids map back to body indices when ``want_ids``."""
+    if len(drawn) == rot.shape[1]:
+        return draw(camera, primitives, rot, pos, **kwargs)
+    transform = kwargs.get("color_transform")
+    if transform is not None:
+        kwargs = {**kwargs, "color_transform": transform[:, drawn]}
+    out = draw(camera, primitives, rot[:, drawn], pos[:, drawn], **kwargs)
+    if not want_ids:
+        return out
+    ids = torch.tensor(drawn, device=out.object_id.device)[out.object_id.clamp(min=0)]
+    return out._replace(object_id=ids.masked_fill_(out.object_id < 0, -1))
+
+
 def _varies_per_image(camera, lighting, background, color_transform) -> bool:
     """Whether the camera or an appearance value has a batch axis longer than 1 (a light,
     background colours or colour maps given per image), so that one layer cannot serve the
@@ -149,7 +165,10 @@ def render_states(scene: Scene, states, frames_per_call: int = 16, window=None, 
                 crop = (origins[start : start + frames_per_call].flatten(0, 1), size)
             camera, primitives = tiled(scene, m, crop)
             per_frame = tiled_per_image(kwargs, batch, m)
-            out = render_buffers(camera, primitives, chunk[1], chunk[0], **per_frame)
+            out = draw_subset(
+                render_buffers, camera, primitives, scene._drawn, chunk[1], chunk[0], True,
+                per_frame,
+            )  # fmt: skip
         parts.append(out)
     return RenderBuffers(
         *(torch.cat(fields, 0).unflatten(0, (frames, batch)) for fields in zip(*parts, strict=True))
@@ -188,8 +207,8 @@ def _dims(x) -> int:
 
 
 def tiled(scene: Scene, m: int, crop=None):
-    """The camera and primitives of the scene's batch of B worlds repeated for m frames (m * B
-    images, frame-major), each primitive sized by its world's (B, ...) size; ``crop``
+    """The camera and the drawn bodies' primitives of the scene's batch of B worlds repeated for
+    m frames (m * B images, frame-major), each primitive sized by its world's (B, ...) size; ``crop``
     (origins (m * B, 2) rows and columns, (h, w)) makes each image a window of the view."""
     from ..camera import PinholeCamera
     from ..primitives import Primitive
@@ -210,7 +229,8 @@ def tiled(scene: Scene, m: int, crop=None):
     )  # fmt: skip
     used = {"sphere": 1, "box": 3, "capsule": 2, "cylinder": 2, "plane": 2}
     primitives = []
-    for i, p in enumerate(scene.primitives):
+    for i in scene._drawn:
+        p = scene.primitives[i]
         size = p.size
         if isinstance(size, torch.Tensor) and size.dim() >= 1 and p.kind != "plane":
             size = tile(scene.world.size[:, i, : used[scene.world.shapes[i]]])

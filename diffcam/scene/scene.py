@@ -57,8 +57,10 @@ class Scene:
         bg = config.camera.get("background", [0.9, 0.9, 0.9])
         self.background = self.textures[bg] if isinstance(bg, str) else tensor(bg)
         self.primitives = build_primitives(config.bodies, self.textures, tensor)
-        self._static = [i for i, st in enumerate(self.world.is_static) if st]
-        self._dynamic = [i for i, st in enumerate(self.world.is_static) if not st]
+        # the bodies drawn (``visible`` in the file, default true), static and moving apart
+        self._drawn = [i for i, b in enumerate(config.bodies) if b.get("visible", True)]
+        self._static = [i for i in self._drawn if self.world.is_static[i]]
+        self._dynamic = [i for i in self._drawn if not self.world.is_static[i]]
         self._layer_cache: rendering._StaticLayer | None = None
         # (raw file data, base folder, overrides): set by `load_scene`, for `with_overrides`
         self._source: tuple | None = None
@@ -251,7 +253,11 @@ class Scene:
         rot, pos = self._poses(state)
         layer = rendering.static_layer(self, rot, pos, kwargs) if static_cache else None
         if layer is None:
-            return draw(self.camera, self.primitives, rot, pos, **kwargs)
+            drawn = self._drawn
+            primitives = [self.primitives[i] for i in drawn]
+            return rendering.draw_subset(
+                draw, self.camera, primitives, drawn, rot, pos, want_ids, kwargs
+            )
         kwargs.pop("background")
         dyn = self._dynamic
         transform = kwargs.pop("color_transform", None)
@@ -310,6 +316,15 @@ class Scene:
         scene._source = (data, base_dir, merged)
         scene.compile_after = self.compile_after
         return scene
+
+    def override_paths(self) -> list[str]:
+        """Every key path an override (`with_overrides`, `load_scene`'s ``overrides``) may name
+        in this scene."""
+        from .overrides import override_paths
+
+        if self._source is None:
+            raise SceneError("override_paths needs a scene made by load_scene", file=self.path)
+        return override_paths(self._source[0])
 
     # ----------------------------------------------------------------- description
     def summary(self) -> str:

@@ -311,6 +311,9 @@ BODY_FIELDS: dict[str, _Field] = {
     "friction": _NONNEG,
     "restitution": _Num((), lo=0.0, hi=1.0),
     "collide": _Bool(),
+    # false: the body takes part in the physics (contacts, joints) but is not drawn, e.g. a
+    # floor or a wall that a video's own background (its clean plate) already shows
+    "visible": _Bool(),
 }
 
 _MIN_SIZE = 1e-4  # m: smaller bodies have masses and inertias float32 cannot invert

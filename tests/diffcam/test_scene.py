@@ -286,3 +286,48 @@ def test_render_trajectory(scene_tools, tmp_path):
     assert frames.shape == (3, 2, 3, 12, 24)
     last = type(traj)(*(x[4] for x in traj.tensors()))
     torch.testing.assert_close(frames[-1], scene.render(last))
+
+
+def test_invisible_body_collides_but_is_not_drawn(scene_tools, tmp_path):
+    """``visible = false``: a floor the video's background shows stops a falling ball (its
+    contact acts) but no pixel of any render, soft or hard, shows it; ids keep body indices."""
+    data = {
+        "world": {"gravity": [0.0, 0.0, -9.81], "timestep": 0.01},
+        "camera": {"resolution": [32, 24], "position": [0.0, -3.0, 0.5],
+                   "look_at": [0.0, 0.0, 0.3], "fov_y_deg": 40.0, "background": [0.2, 0.3, 0.4]},
+        "bodies": [
+            {"name": "floor", "shape": "plane", "size": [4.0, 4.0], "static": True,
+             "color": [0.9, 0.9, 0.9], "visible": False},
+            {"name": "ball", "shape": "sphere", "size": 0.1, "mass": 1.0,
+             "position": [0.0, 0.0, 0.5], "color": [1.0, 0.0, 0.0]},
+        ],
+    }  # fmt: skip
+    path = scene_tools.write_scene(data, tmp_path, "invisible.toml")
+    scene = diffcam.load_scene(path, batch_size=2)
+    trajectory = scene.rollout(150, compile=False)
+    assert float(trajectory.position[-1, 0, 1, 2]) == pytest.approx(0.1, abs=0.01)  # resting
+    state = scene.initial_state()
+    out = scene.render_buffers(state)
+    assert set(out.object_id.unique().tolist()) == {-1, 1}
+    background = torch.tensor([0.2, 0.3, 0.4]).view(3, 1)
+    floor_rows = out.image[0, :, -4:].flatten(1)  # below the horizon: the floor if drawn
+    assert torch.allclose(floor_rows, background.expand_as(floor_rows))
+    soft = scene.render(state, edge_softness=1.0)
+    assert torch.allclose(soft[0, :, -4:].flatten(1), background.expand_as(floor_rows))
+    frames = scene.render_states(trajectory, frames_per_call=8)
+    assert set(frames.object_id.unique().tolist()) <= {-1, 1}
+    assert "not drawn" in scene.summary()
+
+
+def test_body_texture_override_replaces_its_colour(scene_tools, tmp_path):
+    """``bodies.<name>.texture`` takes a (3, Ht, Wt) tensor (with a gradient) in place of the
+    file's colour, and a declared texture's name."""
+    path = scene_tools.write_scene(scene_tools.TINY_SCENE, tmp_path, "tiny.toml")
+    texture = torch.full((3, 4, 8), 0.25, requires_grad=True)
+    scene = diffcam.load_scene(path, overrides={"bodies.ball.texture": texture})
+    ball = scene.body_names.index("ball")
+    assert scene.primitives[ball].color is None
+    scene.render(scene.initial_state(), edge_softness=0.5).sum().backward()
+    assert texture.grad is not None and float(texture.grad.abs().sum()) > 0
+    named = diffcam.load_scene(path, overrides={"bodies.ball.texture": "wood"})
+    assert named.primitives[ball].texture.shape[0] == 3
