@@ -20,8 +20,10 @@ from .record import Video
 from .seek import _scan_for_seek, _SeekMissed, _SeekPlan
 from .selection import (
     _TIME_EPS,
+    _at_fps,
     _check_crop_form,
     _empty_selection,
+    _parse_fps,
     _parse_selection,
     _parse_size,
     _Selection,
@@ -36,6 +38,7 @@ def read_video(
     frames: tuple[int, int | None] | slice | None = None,
     seconds: tuple[float, float | None] | None = None,
     stride: int = 1,
+    fps: float | None = None,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
     progress: bool = False,
@@ -62,10 +65,17 @@ def read_video(
         frames: (start, stop) frame indices, stop exclusive and None for the end, or a
             ``slice`` (its step, if any, is the stride). A stop past the end reads to the
             end, as Python slicing does.
-        seconds: (t0, t1): the frames whose presentation time t (from the first frame)
-            satisfies t0 <= t < t1 (to within 1 microsecond); t1 None reads to the end.
-            Give at most one of ``frames`` and ``seconds``.
+        seconds: (t0, t1): the frames whose time t (from the first frame) satisfies
+            t0 <= t < t1 (to within 1 microsecond); t1 None reads to the end. t is the
+            presentation time, or ``index / fps`` when ``fps`` is given (so the range is in
+            true seconds then). Give at most one of ``frames`` and ``seconds``.
         stride: keep every stride-th frame of the selected range, starting with its first.
+        fps: the true capture rate (frames/s, > 0), for a container that misstates it (a
+            phone's 240 fps slow-motion clip stored as 30 fps) or whose timestamps cannot be
+            trusted: ``times`` become ``frame index / fps``, the index counted from the
+            file's first frame, whatever the container says; ``seconds=`` then selects in
+            these seconds (``seconds=(1.0, 2.0)`` at ``fps=240`` is frames 240 to 479), and
+            ``Video.fps`` is ``fps``. None (default) uses the container's timestamps.
         dtype: floating dtype of ``frames`` (the arithmetic is float32, or float64 for
             float64).
         device: device of ``frames``; frames are converted and resized there.
@@ -76,7 +86,9 @@ def read_video(
     Returns:
         a `Video`: ``frames`` (T, 3, H, W), ``times`` (T,) float64 seconds from the stream's
         first frame, taken from the container's presentation timestamps (exact for variable
-        frame rate), ``frame_indices`` (T,) int64, ``fps``, ``source_size``, ``crop``, ``path``.
+        frame rate) or ``index / fps``, ``frame_indices`` (T,) int64, ``fps``,
+        ``source_size``, ``crop``, ``path`` and ``clock`` (where ``times`` came from:
+        ``"container"``, ``"fps"`` or ``"index/fps fallback"``).
 
     Rotation: phones store portrait video as landscape frames plus a display matrix
     (rotation metadata). It is applied (in multiples of 90 degrees, the nearest one), so
@@ -91,7 +103,8 @@ def read_video(
     after the last wanted frame.
 
     Timestamps: ``times`` are the container's presentation timestamps. A stream without
-    any (e.g. a raw .h264 file) gets ``frame index / fps``, with a warning.
+    any (e.g. a raw .h264 file) gets ``frame index / fps`` (``clock="index/fps fallback"``),
+    with a warning.
 
     Truncated or damaged files raise `VideoError` (unless ``allow_truncated``) naming how
     many frames were readable: FFmpeg failing part way (reading stops at the first error),
@@ -106,6 +119,9 @@ def read_video(
     """
     p = os.fspath(path)
     sel = _parse_selection(frames, seconds, stride, p)
+    rate = _parse_fps(fps, p)
+    if rate is not None:
+        sel = _at_fps(sel, rate, p)
     out_size = _parse_size(size, p)
     crop = _check_crop_form(crop, p)
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
@@ -128,7 +144,7 @@ def read_video(
         raise VideoError("is a directory, not a video file", path=p)
 
     plan = None if sel.from_first else _scan_for_seek(p, sel)
-    args = (p, sel, out_size, crop, dtype, device, progress, allow_truncated)
+    args = (p, sel, out_size, crop, dtype, device, progress, allow_truncated, rate)
     with _one_torch_thread(device):
         try:
             return _decode(*args, plan=plan)
@@ -160,10 +176,12 @@ def _decode(
     device: torch.device,
     progress: bool,
     allow_truncated: bool,
+    rate: float | None,
     *,
     plan: _SeekPlan | None,
 ) -> Video:
-    """One decode pass (from the start, or from ``plan``'s keyframe)."""
+    """One decode pass (from the start, or from ``plan``'s keyframe); ``rate`` is read_video's
+    ``fps`` (times are index / rate) or None (times are the presentation timestamps)."""
     from tqdm.auto import tqdm
 
     work = torch.float64 if dtype == torch.float64 else torch.float32
@@ -171,7 +189,7 @@ def _decode(
         stream = _video_stream(container, path)
         stream.thread_type = "AUTO"  # frame + slice threads
         tb: Fraction = stream.time_base
-        fps = _fps(stream)
+        fps = _fps(stream) if rate is None else rate
         declared = _declared_frames(stream)
         estimate = _estimate_count(sel, declared, container, stream, fps)
         if plan is not None:
@@ -206,20 +224,29 @@ def _decode(
                     if pts < plan.target_pts:
                         continue
                 index += 1
-                if pts is None:  # no timestamps (e.g. a raw H.264 stream): assume a constant rate
+                if pts is not None:
+                    if first_pts is None:
+                        first_pts = pts
+                    last_pts = pts
+                if rate is not None:
+                    pts_time = index / rate
+                elif pts is None:  # no timestamps (e.g. a raw H.264 stream): assume a constant rate
+                    if not math.isfinite(fps):
+                        raise VideoError(
+                            "the stream has neither timestamps nor a frame rate; pass fps= "
+                            "(the capture rate) to time the frames by frame index / fps",
+                            path=path,
+                        )
                     pts_time = index / fps
                     if not untimed:
                         untimed = True
                         warnings.warn(
                             f"read_video: {path}: the stream has no timestamps; times are "
-                            f"frame index / {fps:g} fps",
+                            f"frame index / {fps:g} fps (pass fps= to give the true rate)",
                             stacklevel=3,
                         )
                 else:
-                    if first_pts is None:
-                        first_pts = pts
                     pts_time = (pts - first_pts) * tb.numerator / tb.denominator
-                    last_pts = pts
                 if sel.by_time:
                     if pts_time < sel.t0 - _TIME_EPS:
                         continue
@@ -276,6 +303,12 @@ def _decode(
                 path=path,
             )
         warnings.warn(f"read_video: {path}: {reason}", stacklevel=3)
+    if rate is not None:
+        clock_name = "fps"
+    elif untimed:
+        clock_name = "index/fps fallback"
+    else:
+        clock_name = "container"
     if not kept_times:
         if not reached_end:  # a time range that falls between two frames
             gap = f"{1 / fps:.6g} s" if math.isfinite(fps) and fps > 0 else "unknown"
@@ -294,6 +327,7 @@ def _decode(
         crop=crop,
         frame_indices=torch.tensor(kept_index, dtype=torch.long),
         path=path,
+        clock=clock_name,
     )
 
 
