@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from .buffer import _allocate, _estimate_count, _Output
+from .clock import _clock_problem, _PacketClock
 from .container import _declared_end, _declared_frames, _decoded_frames, _fps, _open, _video_stream
 from .errors import VideoError
 from .frames import _geometry, _store, _upright_rgb
@@ -102,9 +103,16 @@ def read_video(
     land where the packets said, the clip is decoded from the start instead. Decoding stops
     after the last wanted frame.
 
-    Timestamps: ``times`` are the container's presentation timestamps. A stream without
-    any (e.g. a raw .h264 file) gets ``frame index / fps`` (``clock="index/fps fallback"``),
-    with a warning.
+    Timestamps: ``times`` are the container's presentation timestamps, in presentation
+    order for every container: frames come out of the decoder in presentation order, and
+    each takes the smallest timestamp among the packets decoded so far that no earlier frame
+    took, which is right also where the file stores timestamps in decode order (AVI with
+    B-frames, where a frame's own ``pts`` goes back and forth). A stream without any (e.g. a
+    raw .h264 file) gets ``frame index / fps`` (``clock="index/fps fallback"``), with a
+    warning. Timestamps that cannot be trusted raise `VideoError` (pass ``fps=`` to time
+    the frames by index instead): some frames without one, repeated ones, ones going
+    backwards, or a frame-to-frame step over 100 times the median step. Only the frames
+    decoded are checked (from the seek point to the end of the selection).
 
     Truncated or damaged files raise `VideoError` (unless ``allow_truncated``) naming how
     many frames were readable: FFmpeg failing part way (reading stops at the first error),
@@ -114,8 +122,8 @@ def read_video(
 
     Raises:
         VideoError: missing or unreadable file, no video stream, an invalid argument, a
-            selection with no frames (the message gives the frame count or time span), or
-            a truncated file.
+            selection with no frames (the message gives the frame count or time span), a
+            truncated file, or timestamps that cannot be trusted (see above).
     """
     p = os.fspath(path)
     sel = _parse_selection(frames, seconds, stride, p)
@@ -200,6 +208,9 @@ def _decode(
         last_pts = None
         kept_times: list[float] = []
         kept_index: list[int] = []
+        seen_pts: list[int | None] = []  # every decoded frame's timestamp, for the clock check
+        seen_index: list[int] = []
+        clock = _PacketClock()
         source_size = None
         out: _Output | None = None
         geom: tuple[int, int, tuple[int, int]] | None = None
@@ -213,10 +224,10 @@ def _decode(
             unit="frame",
             leave=False,
         )
-        frames = _decoded_frames(container, stream, state)
+        frames = _decoded_frames(container, stream, state, clock)
         try:
             for frame in frames:
-                pts = frame.pts
+                pts = clock.frame(frame.pts)  # not frame.pts: it is in decode order in AVI
                 if plan is not None and index < plan.start_index:
                     # after the seek: skip to the first wanted frame, checking the landing
                     if pts is None or pts > plan.target_pts:
@@ -224,6 +235,8 @@ def _decode(
                     if pts < plan.target_pts:
                         continue
                 index += 1
+                seen_pts.append(pts)
+                seen_index.append(index)
                 if pts is not None:
                     if first_pts is None:
                         first_pts = pts
@@ -305,10 +318,17 @@ def _decode(
         warnings.warn(f"read_video: {path}: {reason}", stacklevel=3)
     if rate is not None:
         clock_name = "fps"
-    elif untimed:
+    elif untimed and all(p is None for p in seen_pts):
         clock_name = "index/fps fallback"
     else:
         clock_name = "container"
+        problem = _clock_problem(seen_pts, seen_index, tb)
+        if problem is not None:
+            raise VideoError(
+                f"its timestamps cannot be trusted as a clock: {problem}. Pass fps= (the "
+                "true capture rate) to time the frames by frame index / fps instead",
+                path=path,
+            )
     if not kept_times:
         if not reached_end:  # a time range that falls between two frames
             gap = f"{1 / fps:.6g} s" if math.isfinite(fps) and fps > 0 else "unknown"
