@@ -91,6 +91,7 @@ def _observed(observed, scene, times, frame_every: int, steps):
         )
     if frame_every < 1 or int(frame_every) != frame_every:
         raise FitError(f"frame_every must be an integer >= 1, got {frame_every!r}")
+    times_given = times
     if times is None:
         if video_times is not None:  # the simulation starts at the first frame read
             times = video_times - video_times[0]
@@ -101,12 +102,49 @@ def _observed(observed, scene, times, frame_every: int, steps):
                     f"need steps = (T - 1) * frame_every = {(count - 1) * frame_every}"
                 )
             times = torch.arange(count, dtype=torch.float64) * (frame_every * scene.timestep)
+    from_video = video_times is not None and times_given is None
     times = torch.as_tensor(times, dtype=torch.float64).reshape(-1)
     if times.shape[0] != count:
         raise FitError(f"times has {times.shape[0]} entries for {count} observed frames")
-    if bool((times[1:] <= times[:-1]).any()) or float(times[0]) < 0:
-        raise FitError("times must be increasing and >= 0 (s)")
+    _check_times(times, "the video's times" if from_video else "times")
     return frames, times.to(device=scene.device, dtype=scene.dtype)
+
+
+def _check_times(times: torch.Tensor, name: str) -> None:
+    """FitError naming the first wrong entry of ``times`` ((T,) float64 seconds), the likely
+    cause and the fix, unless they are finite, increasing and >= 0."""
+    fix = (
+        "read the video with diffcam.read_video(path) (it gives presentation order; pass "
+        "fps= there, or use video.retimed(fps), when its timestamps are broken or its frame "
+        "rate is wrong), or give times= (s) yourself"
+    )
+    bad = (~torch.isfinite(times)).nonzero().flatten().tolist()
+    if bad:
+        i = bad[0]
+        raise FitError(
+            f"{name} must be finite (s), but {len(bad)} of {len(times)} are not finite: "
+            f"times[{i}] = {float(times[i])}; {fix}"
+        )
+    wrong = (times[1:] <= times[:-1]).nonzero().flatten().tolist()
+    if wrong:
+        back = (times[1:] < times[:-1]).nonzero().flatten().tolist()
+        i = (back or wrong)[0] + 1  # a step back says more than a repeat
+        cause = (
+            "timestamps out of order (a video read in decode order?)"
+            if back
+            else "timestamps repeat (a clock that repeats, or times rounded coarser than the "
+            "frame interval?)"
+        )
+        raise FitError(
+            f"{name} must be increasing (s), but {len(wrong)} of {len(times) - 1} steps are "
+            f"not: times[{i}] = {float(times[i]):.6g} s <= times[{i - 1}] = "
+            f"{float(times[i - 1]):.6g} s: {cause}; {fix}"
+        )
+    if float(times[0]) < 0:
+        raise FitError(
+            f"{name} must be >= 0 (s; the simulation starts at t = 0), but times[0] = "
+            f"{float(times[0]):.6g} s; shift them (times - times[0]) or give times= from 0"
+        )
 
 
 def fit_scene(

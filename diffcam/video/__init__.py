@@ -7,11 +7,13 @@ name.
 
 Reading: `read_video` streams a video file through PyAV (FFmpeg), one frame at a time, into a
 `Video`: frames as a (T, 3, H, W) tensor in [0, 1] at the requested size, and each frame's
-presentation time from the container. The full-resolution clip is never held in memory.
+presentation time from the container (or frame index / fps with ``fps=``). The
+full-resolution clip is never held in memory.
 
 Modules: `writing` (write_video), `reading` (read_video and the decoding loop), `record`
 (the Video dataclass), `errors` (VideoError), `selection` (argument parsing), `frames`
-(per-frame rotation, crop and resize), `seek` (seek planning), `container` (PyAV plumbing)
+(per-frame rotation, crop and resize), `seek` (seek planning), `clock` (each frame's
+presentation timestamp, and the checks that a clock is usable), `container` (PyAV plumbing)
 and `buffer` (the output buffer).
 """
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from .clock import _PacketClock
 from .errors import VideoError
 
 
@@ -75,17 +76,21 @@ def _declared_end(container, stream) -> float | None:
     return None
 
 
-def _decoded_frames(container, stream, state: dict) -> Iterator[Any]:
+def _decoded_frames(container, stream, state: dict, clock: _PacketClock) -> Iterator[Any]:
     """The stream's frames in presentation order. Stops at the first FFmpeg error, recording
     it in ``state["failure"]``, after draining the frames the decoder still holds (with
-    frame threading it holds several); counts packets in ``state["packets"]`` and records
-    where the last one ends (pts + duration) in ``state["end_pts"]``."""
+    frame threading it holds several); counts packets in ``state["packets"]``, records
+    where the last one ends (pts + duration) in ``state["end_pts"]`` and feeds each packet's
+    timestamp to ``clock`` before decoding it (packets flagged for discarding, e.g. cut by an
+    MP4 edit list, give no frame and are left out)."""
     av = _av()
     try:
         for packet in container.demux(stream):
             if not packet.size:
                 continue  # the end-of-file packet; the decoder is drained below
             state["packets"] += 1
+            if not getattr(packet, "is_discard", False):
+                clock.packet(packet.pts)
             if packet.pts is not None and packet.duration:
                 state["end_pts"] = max(state["end_pts"] or 0, packet.pts + packet.duration)
             try:

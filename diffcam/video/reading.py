@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from .buffer import _allocate, _estimate_count, _Output
+from .clock import _clock_problem, _PacketClock
 from .container import _declared_end, _declared_frames, _decoded_frames, _fps, _open, _video_stream
 from .errors import VideoError
 from .frames import _geometry, _store, _upright_rgb
@@ -20,8 +21,10 @@ from .record import Video
 from .seek import _scan_for_seek, _SeekMissed, _SeekPlan
 from .selection import (
     _TIME_EPS,
+    _at_fps,
     _check_crop_form,
     _empty_selection,
+    _parse_fps,
     _parse_selection,
     _parse_size,
     _Selection,
@@ -36,6 +39,7 @@ def read_video(
     frames: tuple[int, int | None] | slice | None = None,
     seconds: tuple[float, float | None] | None = None,
     stride: int = 1,
+    fps: float | None = None,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
     progress: bool = False,
@@ -62,10 +66,17 @@ def read_video(
         frames: (start, stop) frame indices, stop exclusive and None for the end, or a
             ``slice`` (its step, if any, is the stride). A stop past the end reads to the
             end, as Python slicing does.
-        seconds: (t0, t1): the frames whose presentation time t (from the first frame)
-            satisfies t0 <= t < t1 (to within 1 microsecond); t1 None reads to the end.
-            Give at most one of ``frames`` and ``seconds``.
+        seconds: (t0, t1): the frames whose time t (from the first frame) satisfies
+            t0 <= t < t1 (to within 1 microsecond); t1 None reads to the end. t is the
+            presentation time, or ``index / fps`` when ``fps`` is given (so the range is in
+            true seconds then). Give at most one of ``frames`` and ``seconds``.
         stride: keep every stride-th frame of the selected range, starting with its first.
+        fps: the true capture rate (frames/s, > 0), for a container that misstates it (a
+            phone's 240 fps slow-motion clip stored as 30 fps) or whose timestamps cannot be
+            trusted: ``times`` become ``frame index / fps``, the index counted from the
+            file's first frame, whatever the container says; ``seconds=`` then selects in
+            these seconds (``seconds=(1.0, 2.0)`` at ``fps=240`` is frames 240 to 479), and
+            ``Video.fps`` is ``fps``. None (default) uses the container's timestamps.
         dtype: floating dtype of ``frames`` (the arithmetic is float32, or float64 for
             float64).
         device: device of ``frames``; frames are converted and resized there.
@@ -76,7 +87,9 @@ def read_video(
     Returns:
         a `Video`: ``frames`` (T, 3, H, W), ``times`` (T,) float64 seconds from the stream's
         first frame, taken from the container's presentation timestamps (exact for variable
-        frame rate), ``frame_indices`` (T,) int64, ``fps``, ``source_size``, ``crop``, ``path``.
+        frame rate) or ``index / fps``, ``frame_indices`` (T,) int64, ``fps``,
+        ``source_size``, ``crop``, ``path`` and ``clock`` (where ``times`` came from:
+        ``"container"``, ``"fps"`` or ``"index/fps fallback"``).
 
     Rotation: phones store portrait video as landscape frames plus a display matrix
     (rotation metadata). It is applied (in multiples of 90 degrees, the nearest one), so
@@ -90,8 +103,16 @@ def read_video(
     land where the packets said, the clip is decoded from the start instead. Decoding stops
     after the last wanted frame.
 
-    Timestamps: ``times`` are the container's presentation timestamps. A stream without
-    any (e.g. a raw .h264 file) gets ``frame index / fps``, with a warning.
+    Timestamps: ``times`` are the container's presentation timestamps, in presentation
+    order for every container: frames come out of the decoder in presentation order, and
+    each takes the smallest timestamp among the packets decoded so far that no earlier frame
+    took, which is right also where the file stores timestamps in decode order (AVI with
+    B-frames, where a frame's own ``pts`` goes back and forth). A stream without any (e.g. a
+    raw .h264 file) gets ``frame index / fps`` (``clock="index/fps fallback"``), with a
+    warning. Timestamps that cannot be trusted raise `VideoError` (pass ``fps=`` to time
+    the frames by index instead): some frames without one, repeated ones, ones going
+    backwards, or a frame-to-frame step over 100 times the median step. Only the frames
+    decoded are checked (from the seek point to the end of the selection).
 
     Truncated or damaged files raise `VideoError` (unless ``allow_truncated``) naming how
     many frames were readable: FFmpeg failing part way (reading stops at the first error),
@@ -101,11 +122,14 @@ def read_video(
 
     Raises:
         VideoError: missing or unreadable file, no video stream, an invalid argument, a
-            selection with no frames (the message gives the frame count or time span), or
-            a truncated file.
+            selection with no frames (the message gives the frame count or time span), a
+            truncated file, or timestamps that cannot be trusted (see above).
     """
     p = os.fspath(path)
     sel = _parse_selection(frames, seconds, stride, p)
+    rate = _parse_fps(fps, p)
+    if rate is not None:
+        sel = _at_fps(sel, rate, p)
     out_size = _parse_size(size, p)
     crop = _check_crop_form(crop, p)
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
@@ -128,7 +152,7 @@ def read_video(
         raise VideoError("is a directory, not a video file", path=p)
 
     plan = None if sel.from_first else _scan_for_seek(p, sel)
-    args = (p, sel, out_size, crop, dtype, device, progress, allow_truncated)
+    args = (p, sel, out_size, crop, dtype, device, progress, allow_truncated, rate)
     with _one_torch_thread(device):
         try:
             return _decode(*args, plan=plan)
@@ -160,10 +184,12 @@ def _decode(
     device: torch.device,
     progress: bool,
     allow_truncated: bool,
+    rate: float | None,
     *,
     plan: _SeekPlan | None,
 ) -> Video:
-    """One decode pass (from the start, or from ``plan``'s keyframe)."""
+    """One decode pass (from the start, or from ``plan``'s keyframe); ``rate`` is read_video's
+    ``fps`` (times are index / rate) or None (times are the presentation timestamps)."""
     from tqdm.auto import tqdm
 
     work = torch.float64 if dtype == torch.float64 else torch.float32
@@ -171,7 +197,7 @@ def _decode(
         stream = _video_stream(container, path)
         stream.thread_type = "AUTO"  # frame + slice threads
         tb: Fraction = stream.time_base
-        fps = _fps(stream)
+        fps = _fps(stream) if rate is None else rate
         declared = _declared_frames(stream)
         estimate = _estimate_count(sel, declared, container, stream, fps)
         if plan is not None:
@@ -182,6 +208,9 @@ def _decode(
         last_pts = None
         kept_times: list[float] = []
         kept_index: list[int] = []
+        seen_pts: list[int | None] = []  # every decoded frame's timestamp, for the clock check
+        seen_index: list[int] = []
+        clock = _PacketClock()
         source_size = None
         out: _Output | None = None
         geom: tuple[int, int, tuple[int, int]] | None = None
@@ -195,10 +224,10 @@ def _decode(
             unit="frame",
             leave=False,
         )
-        frames = _decoded_frames(container, stream, state)
+        frames = _decoded_frames(container, stream, state, clock)
         try:
             for frame in frames:
-                pts = frame.pts
+                pts = clock.frame(frame.pts)  # not frame.pts: it is in decode order in AVI
                 if plan is not None and index < plan.start_index:
                     # after the seek: skip to the first wanted frame, checking the landing
                     if pts is None or pts > plan.target_pts:
@@ -206,20 +235,31 @@ def _decode(
                     if pts < plan.target_pts:
                         continue
                 index += 1
-                if pts is None:  # no timestamps (e.g. a raw H.264 stream): assume a constant rate
+                seen_pts.append(pts)
+                seen_index.append(index)
+                if pts is not None:
+                    if first_pts is None:
+                        first_pts = pts
+                    last_pts = pts
+                if rate is not None:
+                    pts_time = index / rate
+                elif pts is None:  # no timestamps (e.g. a raw H.264 stream): assume a constant rate
+                    if not math.isfinite(fps):
+                        raise VideoError(
+                            "the stream has neither timestamps nor a frame rate; pass fps= "
+                            "(the capture rate) to time the frames by frame index / fps",
+                            path=path,
+                        )
                     pts_time = index / fps
                     if not untimed:
                         untimed = True
                         warnings.warn(
                             f"read_video: {path}: the stream has no timestamps; times are "
-                            f"frame index / {fps:g} fps",
+                            f"frame index / {fps:g} fps (pass fps= to give the true rate)",
                             stacklevel=3,
                         )
                 else:
-                    if first_pts is None:
-                        first_pts = pts
                     pts_time = (pts - first_pts) * tb.numerator / tb.denominator
-                    last_pts = pts
                 if sel.by_time:
                     if pts_time < sel.t0 - _TIME_EPS:
                         continue
@@ -276,6 +316,19 @@ def _decode(
                 path=path,
             )
         warnings.warn(f"read_video: {path}: {reason}", stacklevel=3)
+    if rate is not None:
+        clock_name = "fps"
+    elif untimed and all(p is None for p in seen_pts):
+        clock_name = "index/fps fallback"
+    else:
+        clock_name = "container"
+        problem = _clock_problem(seen_pts, seen_index, tb)
+        if problem is not None:
+            raise VideoError(
+                f"its timestamps cannot be trusted as a clock: {problem}. Pass fps= (the "
+                "true capture rate) to time the frames by frame index / fps instead",
+                path=path,
+            )
     if not kept_times:
         if not reached_end:  # a time range that falls between two frames
             gap = f"{1 / fps:.6g} s" if math.isfinite(fps) and fps > 0 else "unknown"
@@ -294,6 +347,7 @@ def _decode(
         crop=crop,
         frame_indices=torch.tensor(kept_index, dtype=torch.long),
         path=path,
+        clock=clock_name,
     )
 
 

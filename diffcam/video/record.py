@@ -9,6 +9,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
+# Where a Video's times came from (Video.clock).
+CLOCKS = ("container", "fps", "index/fps fallback", "given")
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Video:
@@ -16,11 +19,13 @@ class Video:
 
     Attributes:
         frames: (T, 3, H, W) floats in [0, 1], row 0 at the top of the upright picture.
-        times: (T,) float64 seconds, on the CPU: each frame's presentation time from the
-            container, relative to the stream's first frame (so ``times[0] == 0`` when the
-            clip starts at the first frame). Exact for variable-frame-rate video.
-        fps: the stream's average frame rate (frames/s). For variable-frame-rate video use
-            ``times``, not ``fps``.
+        times: (T,) float64 seconds, on the CPU: each frame's time relative to the stream's
+            first frame (so ``times[0] == 0`` when the clip starts at the first frame), as
+            ``clock`` says: its presentation time from the container (exact for
+            variable-frame-rate video), or ``frame_indices / fps``.
+        fps: the stream's average frame rate (frames/s), or the rate given to
+            ``read_video(fps=)`` / `retimed`. For variable-frame-rate video use ``times``,
+            not ``fps``.
         source_size: (width, height) in pixels of the decoded stream, upright (after the
             rotation metadata is applied).
         crop: (x, y, width, height) in upright source pixels that was cut out before resizing,
@@ -28,6 +33,11 @@ class Video:
         frame_indices: (T,) int64, on the CPU: each frame's index in the decoded stream
             (0 = the stream's first frame).
         path: the file read, or None.
+        clock: where ``times`` came from: ``"container"`` (the presentation timestamps),
+            ``"fps"`` (``frame_indices / fps`` with the rate given to ``read_video(fps=)``,
+            `retimed` or `from_frames`), ``"index/fps fallback"`` (``frame_indices / fps``
+            with the container's rate: the stream has no timestamps) or ``"given"`` (times
+            passed in by the caller).
 
     ``times`` and ``frame_indices`` stay on the CPU whatever the device of ``frames``
     (float64 is not available on every device).
@@ -40,6 +50,7 @@ class Video:
     crop: tuple[int, int, int, int] | None = None
     frame_indices: torch.Tensor = field(default=None)  # type: ignore[assignment]
     path: str | None = None
+    clock: str = "given"
 
     def __post_init__(self) -> None:
         f = self.frames
@@ -56,6 +67,8 @@ class Video:
             idx = torch.as_tensor(self.frame_indices, dtype=torch.long, device="cpu")
         if tuple(idx.shape) != (t,):
             raise ValueError(f"Video: frame_indices must have shape ({t},), got {tuple(idx.shape)}")
+        if self.clock not in CLOCKS:
+            raise ValueError(f"Video: clock must be one of {CLOCKS}, got {self.clock!r}")
         object.__setattr__(self, "times", times)
         object.__setattr__(self, "frame_indices", idx)
         object.__setattr__(self, "fps", float(self.fps))
@@ -76,15 +89,20 @@ class Video:
         Args:
             frames: (T, 3, H, W) floats in [0, 1] (a tensor or array; kept as given).
             fps: frame rate (frames/s, > 0).
-            times: (T,) seconds; default ``arange(T) / fps``.
+            times: (T,) seconds; default ``arange(T) / fps`` (``clock`` is then ``"fps"``,
+                else ``"given"``).
         """
         frames = torch.as_tensor(frames)
         if not (math.isfinite(fps) and fps > 0):
             raise ValueError(f"Video.from_frames: fps must be a positive number, got {fps!r}")
+        clock = "given"
         if times is None:
             times = torch.arange(frames.shape[0], dtype=torch.float64) / fps
+            clock = "fps"
         w, h = (int(frames.shape[-1]), int(frames.shape[-2])) if frames.dim() == 4 else (0, 0)
-        return cls(frames=frames, times=torch.as_tensor(times), fps=fps, source_size=(w, h))
+        return cls(
+            frames=frames, times=torch.as_tensor(times), fps=fps, source_size=(w, h), clock=clock
+        )
 
     def __len__(self) -> int:
         return int(self.frames.shape[0])
@@ -93,7 +111,7 @@ class Video:
         w, h = self.size
         span = f", {self.times[0].item():.3f}-{self.times[-1].item():.3f} s" if len(self) else ""
         return (
-            f"Video({len(self)} frames {w}x{h}{span}, fps={self.fps:.3f}, "
+            f"Video({len(self)} frames {w}x{h}{span}, fps={self.fps:.3f}, clock={self.clock!r}, "
             f"dtype={self.frames.dtype}, device={self.frames.device}, path={self.path!r})"
         )
 
@@ -108,6 +126,28 @@ class Video:
         if len(self) == 0:
             return 0.0
         return float(self.times[-1] - self.times[0])
+
+    def retimed(self, fps: float) -> Video:
+        """A new `Video` (the same frames, no copy) timed at the true capture rate ``fps``.
+
+        For a container that misstates its rate (a phone's 240 fps slow-motion clip stored as
+        30 fps) or whose timestamps cannot be trusted: ``times`` become
+        ``frame_indices / fps`` (seconds from the file's first frame, as
+        ``read_video(path, fps=fps)`` gives them), ``fps`` is ``fps`` and ``clock`` is
+        ``"fps"``. To select by true seconds, read with ``read_video(path, fps=...,
+        seconds=...)`` instead: a selection made before re-timing was made in the old seconds.
+
+        Args:
+            fps: frames per second (> 0).
+        """
+        if isinstance(fps, bool) or not (
+            isinstance(fps, (int, float, np.integer, np.floating))
+            and math.isfinite(fps)
+            and fps > 0
+        ):
+            raise ValueError(f"Video.retimed: fps must be a positive number, got {fps!r}")
+        times = self.frame_indices.to(torch.float64) / float(fps)
+        return replace(self, times=times, fps=float(fps), clock="fps")
 
     def to(
         self, device: torch.device | str | None = None, dtype: torch.dtype | None = None

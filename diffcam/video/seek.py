@@ -34,7 +34,8 @@ def _scan_for_seek(path: str, sel: _Selection) -> _SeekPlan | None:
     frame exactly: its presentation timestamp and its index among the stream's frames.
 
     Returns the plan, or None when decoding from the start is as good (the first wanted frame
-    follows the first keyframe). Raises VideoError for a selection that starts past the end.
+    follows the first keyframe) or the only safe way (packets without timestamps, or with
+    repeated ones). Raises VideoError for a selection that starts past the end.
     """
     av = _av()
     pts_list: list[int] = []
@@ -48,8 +49,10 @@ def _scan_for_seek(path: str, sel: _Selection) -> _SeekPlan | None:
         past = 0  # packets at or after the wanted frame
         try:
             for pkt in container.demux(stream):
-                if pkt.pts is None or pkt.size == 0 or getattr(pkt, "is_discard", False):
+                if pkt.size == 0 or getattr(pkt, "is_discard", False):
                     continue
+                if pkt.pts is None:
+                    return None  # frames cannot be placed by timestamp: decode from the start
                 pts = int(pkt.pts)
                 pts_list.append(pts)
                 if pkt.is_keyframe:
@@ -69,9 +72,11 @@ def _scan_for_seek(path: str, sel: _Selection) -> _SeekPlan | None:
                     break
         except av.FFmpegError:
             pass  # a damaged file: the decode pass reports it
+    # Sorted, the packets' timestamps are the frames' presentation times in order, whether the
+    # file stores them in presentation order (MP4, MKV) or as decode-order ticks (AVI).
     pts_list.sort()
-    if not pts_list:
-        return None
+    if not pts_list or len(set(pts_list)) < len(pts_list):
+        return None  # none, or repeated timestamps: a frame's rank is ambiguous
     first = pts_list[0]
     if sel.by_time:
         times = [float((p - first) * tb) for p in pts_list]

@@ -27,6 +27,7 @@ class _Selection:
     t1: float | None = None
     stride: int = 1
     label: str = ""  # the argument as the user gave it, for messages
+    fps: float | None = None  # a time range turned into indices at this rate (read_video fps=)
 
     @property
     def from_first(self) -> bool:
@@ -118,6 +119,46 @@ def _parse_selection(frames: Any, seconds: Any, stride: Any, path: str) -> _Sele
     )
 
 
+def _parse_fps(fps: Any, path: str) -> float | None:
+    if fps is None:
+        return None
+    if _is_number(fps) and math.isfinite(fps) and fps > 0:
+        return float(fps)
+    raise VideoError(
+        "must be the true capture rate in frames/s (a number > 0), or None to use the "
+        "container's timestamps",
+        path=path,
+        argument=f"fps={fps!r}",
+    )
+
+
+def _at_fps(sel: _Selection, fps: float, path: str) -> _Selection:
+    """A time range as the frame indices whose time ``index / fps`` lies in it."""
+    if not sel.by_time:
+        return sel
+
+    def first_at(t: float) -> int:  # the smallest k with k / fps >= t - _TIME_EPS
+        k = max(0, math.ceil((t - _TIME_EPS) * fps))
+        while k > 0 and (k - 1) / fps >= t - _TIME_EPS:
+            k -= 1
+        while k / fps < t - _TIME_EPS:
+            k += 1
+        return k
+
+    start = first_at(sel.t0)
+    stop = None if sel.t1 is None else first_at(sel.t1)
+    if stop is not None and stop <= start:
+        raise VideoError(
+            f"selects no frames: at fps={fps:g} frames are {1 / fps:.6g} s apart and none "
+            "lies in that range; widen the range",
+            path=path,
+            argument=sel.label,
+        )
+    return _Selection(
+        by_time=False, start=start, stop=stop, stride=sel.stride, label=sel.label, fps=fps
+    )
+
+
 def _parse_size(size: Any, path: str) -> tuple[int | None, int | None] | None:
     """``size`` as (width or None, height or None), or None for the (cropped) source size."""
     arg = f"size={size!r}"
@@ -163,6 +204,14 @@ def _check_crop_form(crop: Any, path: str) -> tuple[int, int, int, int] | None:
 def _empty_selection(path: str, sel: _Selection, total: int, last_time: float) -> VideoError:
     if total == 0:
         return VideoError("contains no decodable video frame", path=path)
+    if sel.fps is not None:
+        last = (total - 1) / sel.fps
+        return VideoError(
+            f"selects no frames: the video's {total} frames span 0 to {last:.6g} s at "
+            f"fps={sel.fps:g}; give t0 <= {last:.6g}",
+            path=path,
+            argument=sel.label,
+        )
     if sel.by_time:
         return VideoError(
             f"selects no frames: the video's {total} frames span 0 to {last_time:.6g} s "

@@ -164,6 +164,33 @@ def test_actions_and_video_lengths(tmp_path):
                   progress=False)  # fmt: skip
 
 
+def test_times_out_of_order_name_the_entries_the_cause_and_the_fix():
+    keys = {"joints.pivot.position": {"init": 0.3}}
+    frames = torch.rand(6, 3, 32, 48, generator=torch.Generator().manual_seed(0))
+    times = torch.tensor([0.0, 0.1, 0.3, 0.2, 0.4, 0.5], dtype=torch.float64)
+    with pytest.raises(FitError) as info:
+        fit_scene(_scene(), frames, keys, times=times, progress=False)
+    msg = str(info.value)
+    assert "times[3] = 0.2 s <= times[2] = 0.3 s" in msg and "1 of 5 steps" in msg
+    assert "decode order" in msg and "diffcam.read_video(path)" in msg and "fps=" in msg
+    with pytest.raises(FitError, match=r"times\[1\] = 0.1 s <= times\[0\] = 0.1 s.*repeat"):
+        fit_scene(_scene(), frames, keys, times=[0.1, 0.1, 0.2, 0.3, 0.4, 0.5], progress=False)
+    # a step back is named before an earlier repeat: it says more about the cause
+    mixed = [0.0, 0.1, 0.1, 0.3, 0.2, 0.5]
+    with pytest.raises(FitError, match=r"2 of 5 steps .*times\[4\] = 0.2 s <= times\[3\]"):
+        fit_scene(_scene(), frames, keys, times=mixed, progress=False)
+    bad = times.clone()
+    bad[4] = float("nan")
+    with pytest.raises(FitError, match=r"1 of 6 are not finite: times\[4\] = nan"):
+        fit_scene(_scene(), frames, keys, times=bad, progress=False)
+    with pytest.raises(FitError, match=r">= 0.*times\[0\] = -0.5 s"):
+        fit_scene(_scene(), frames, keys, times=torch.arange(6) * 0.1 - 0.5, progress=False)
+    # a Video in decode order (as read_video used to give an AVI with B-frames)
+    video = diffcam.Video.from_frames(frames, 10, times=times)
+    with pytest.raises(FitError, match=r"the video's times must be increasing.*times\[3\]"):
+        fit_scene(_scene(), video, keys, progress=False)
+
+
 def test_corrupt_video_file_is_a_clear_error(tmp_path):
     bad = tmp_path / "phone.mp4"
     bad.write_bytes(bytes(range(256)) * 64)
