@@ -11,6 +11,13 @@
 
 from .model import render_rollout
 from .result import FitError, FitResult
-from .run import DEFAULT_SOFTNESS, fit_scene
+from .run import DEFAULT_SOFTNESS, Silhouettes, fit_scene
 
-__all__ = ["fit_scene", "FitResult", "FitError", "render_rollout", "DEFAULT_SOFTNESS"]
+__all__ = [
+    "fit_scene",
+    "Silhouettes",
+    "FitResult",
+    "FitError",
+    "render_rollout",
+    "DEFAULT_SOFTNESS",
+]

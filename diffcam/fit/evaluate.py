@@ -37,6 +37,7 @@ __all__ = [
     "loss_gradient",
     "normal_equations",
     "explained",
+    "batched_values",
 ]
 
 _CHUNK_ELEMENTS = 1 << 22  # predicted values (frames x worlds x pixels) per forward-mode chunk
@@ -158,7 +159,7 @@ def loss_gradient(model: VideoModel, target: Target, keys: Sequence[FitKey], pla
     return total
 
 
-def _batched_values(keys: Sequence[FitKey], trainable: Sequence[FitKey], rows: torch.Tensor):
+def batched_values(keys: Sequence[FitKey], trainable: Sequence[FitKey], rows: torch.Tensor):
     """Every key's value for each row of raw scalars ``rows`` (n, P) of the trainable keys."""
     values, start = {}, 0
     for k in trainable:
@@ -182,7 +183,7 @@ def _trajectory_tangents(model: VideoModel, keys, trainable, x: torch.Tensor, ho
     offsets[1::2], offsets[2::2] = eye, -eye
     with torch.no_grad():
         built = model.build(
-            _batched_values(keys, trainable, x + offsets), batch=2 * columns + 1, horizon=horizon
+            batched_values(keys, trainable, x + offsets), batch=2 * columns + 1, horizon=horizon
         )
     primal, tangent = [], []
     for t in built.trajectory.tensors():
@@ -220,7 +221,7 @@ def normal_equations(
         rows = forward_ad.make_dual(
             x.expand(columns, columns).clone(), torch.eye(columns, dtype=x.dtype, device=device)
         )
-        built = model.build(_batched_values(keys, trainable, rows), batch=columns, simulate=False)
+        built = model.build(batched_values(keys, trainable, rows), batch=columns, simulate=False)
         trajectory = physics.State(*(
             forward_ad.make_dual(p.expand_as(d).contiguous(), d)
             for p, d in zip(primal.tensors(), tangent.tensors(), strict=True)

@@ -49,6 +49,8 @@ class VideoModel:
         image_model: the `ImageModel` whose fields ``image.*`` keys replace.
         to_overrides: optional function from the fitted values to the routed keys.
         compile_physics: step with `physics.compiled_step` (reverse-mode evaluations only).
+        silhouette_weight: > 0 adds the bodies' coverage, times this weight, as a fourth
+            channel of `frames` (for a silhouette term against a foreground mask).
     """
 
     def __init__(
@@ -59,8 +61,10 @@ class VideoModel:
         image_model: ImageModel | None,
         to_overrides: Callable[[dict], Mapping[str, Any]] | None = None,
         compile_physics: bool = False,
+        silhouette_weight: float = 0.0,
     ):
         self.scene = scene
+        self.silhouette_weight = float(silhouette_weight)
         self.times = times
         self.image_model = ImageModel() if image_model is None else image_model
         self.to_overrides = to_overrides
@@ -140,14 +144,18 @@ class VideoModel:
         return Built(scene, trajectory, self.image_model.replace(**image))
 
     def frames(self, built: Built, index, trajectory=None, windows=None, **render_kwargs):
-        """(len(index), B, 3, H, W) camera output at frames ``index`` (a slice or indices),
+        """(len(index), B, C, H, W) camera output at frames ``index`` (a slice or indices),
         from ``trajectory`` (default the built one, e.g. a detached copy); with `Windows` of
-        those frames, only their pixels ((len(index), B, 3, h, w))."""
+        those frames, only their pixels ((len(index), B, C, h, w)). C is 3, and 4 with a
+        ``silhouette_weight``: the bodies' coverage times the weight after the colours."""
         trajectory = built.trajectory if trajectory is None else trajectory
-        return render_video(
+        out = render_video(
             built.scene, trajectory, self.times[index], built.image_model, windows=windows,
-            **render_kwargs,
+            with_coverage=self.silhouette_weight > 0, **render_kwargs,
         )  # fmt: skip
+        if self.silhouette_weight > 0:
+            out = torch.cat([out[0], self.silhouette_weight * out[1]], 2)
+        return out
 
     def windows(self, built: Built, horizon: int, margin: float, align: int = 1):
         """`Windows` around the moving bodies of frames [0, horizon), or None when there is no

@@ -41,11 +41,12 @@ class Target:
     """The observed frames and the weight of every pixel.
 
     Args:
-        frames: (T, 3, H, W) observed frames in [0, 1].
-        weights: None, or per-pixel weights >= 0 broadcastable to (T, 3, H, W) as
-            (T|1, 1|3, H, W) (a bool mask is weights of 0 and 1).
+        frames: (T, C, H, W) observed frames in [0, 1]: C = 3 colours, and a fourth channel
+            for a silhouette term (the weighted foreground mask; see `fit_scene`).
+        weights: None, or per-pixel weights >= 0 broadcastable to (T, C, H, W) as
+            (T|1, 1|C, H, W) (a bool mask is weights of 0 and 1).
         loss: one of `LOSSES`; scale: its scale s in intensity units.
-        plate: optional (3, H, W) background the model shows where no body is: then the
+        plate: optional (C, H, W) background the model shows where no body is: then the
             residuals outside the bodies' windows are constants (`outside`).
     """
 
@@ -67,7 +68,7 @@ class Target:
             frames = _pool(self.frames, level)
             weights = None
             if self.weights is not None:
-                weights = _pool(self.weights.expand(-1, 3, -1, -1), level)
+                weights = _pool(self.weights.expand(-1, frames.shape[1], -1, -1), level)
             error = None
             if self.plate is not None:  # in chunks of frames: a whole video's temporaries are GBs
                 plate = _pool(self.plate[None].to(frames), level)
@@ -156,16 +157,16 @@ def _check_weights(weights, frames: torch.Tensor) -> torch.Tensor:
         w = w[None, None]
     if w.dim() == 3:
         w = w[:, None]
-    t, _, h, wd = frames.shape
+    t, c, h, wd = frames.shape
     if (
         w.dim() != 4
         or w.shape[0] not in (1, t)
-        or w.shape[1] not in (1, 3)
+        or w.shape[1] not in (1, c)
         or w.shape[2:] != (h, wd)
     ):
         raise ValueError(
-            f"weights must broadcast to the observed frames (T, 3, H, W) = {(t, 3, h, wd)} as "
-            f"(T|1, 1|3, H, W) (or (H, W)), got {tuple(w.shape)}"
+            f"weights must broadcast to the observed frames (T, {c}, H, W) = {(t, c, h, wd)} "
+            f"as (T|1, 1|{c}, H, W) (or (H, W)), got {tuple(w.shape)}"
         )
     if not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
         raise ValueError("weights must be finite and >= 0")

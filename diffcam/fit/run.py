@@ -41,13 +41,56 @@ from .objective import Target
 from .result import FitError, FitResult, covariance, value_covariance
 from .stages import plans, run_stages
 
-__all__ = ["fit_scene", "DEFAULT_SOFTNESS"]
+__all__ = ["fit_scene", "Silhouettes", "DEFAULT_SOFTNESS"]
 
 DEFAULT_SOFTNESS = (2.0, 1.0, 0.5)  # px: wide silhouettes first, then narrow
 _LM_MAX_SCALARS = 64
 # A fit over a clean plate whose bodies explain less of the moving pixels than this is "poor"
 # (a good fit of the realistic test clip explains about half of them, a lost one next to none).
 _EXPLAINED_AT_LEAST = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class Silhouettes:
+    """A silhouette term for `fit_scene`: the moving bodies' coverage against a foreground
+    mask, so that the geometry does not hinge on colour alone (a body whose look the model
+    lacks still covers the pixels that differ from the background).
+
+    Attributes:
+        mask: (T, 1, H, W) or (T, H, W) foreground of the observed frames, bool or in [0, 1]
+            (e.g. `diffcam.imaging.foreground_mask` against the clean plate).
+        weight: the coverage residual's weight against a colour channel's.
+    """
+
+    mask: torch.Tensor
+    weight: float = 0.5
+
+
+def _with_silhouettes(frames, plate, weights, silhouettes: Silhouettes | None):
+    """(frames, plate, weights) with the silhouette channel appended (weight x mask; the plate
+    shows no body: 0), or as given without silhouettes."""
+    if silhouettes is None:
+        return frames, plate, weights
+    mask = torch.as_tensor(silhouettes.mask).to(device=frames.device, dtype=frames.dtype)
+    if mask.dim() == 3:
+        mask = mask[:, None]
+    t, _, h, w = frames.shape
+    if tuple(mask.shape) != (t, 1, h, w):
+        raise FitError(
+            f"silhouettes.mask must be (T, 1, H, W) = {(t, 1, h, w)} like the observed frames, "
+            f"got {tuple(mask.shape)}"
+        )
+    if not (silhouettes.weight > 0 and math.isfinite(silhouettes.weight)):
+        raise FitError(f"silhouettes.weight must be > 0, got {silhouettes.weight!r}")
+    frames = torch.cat([frames, silhouettes.weight * mask], 1)
+    if plate is not None:
+        plate = torch.cat([plate, plate.new_zeros(1, h, w)], 0)
+    if weights is not None:
+        weights = torch.as_tensor(weights, device=frames.device).to(frames.dtype)
+        weights = weights.reshape((1,) * (4 - weights.dim()) + tuple(weights.shape))
+        colours = weights.expand(weights.shape[0], 3, h, w)
+        weights = torch.cat([colours, colours.mean(1, keepdim=True)], 1)
+    return frames, plate, weights
 
 
 def _load(scene, dtype):
@@ -177,6 +220,7 @@ def fit_scene(
     uncertainty: bool = True,
     checkpoint: str | os.PathLike | None = None,
     frames_per_chunk: int = 16,
+    silhouettes: Silhouettes | None = None,
 ) -> FitResult:
     """Fit scene parameters, camera and image formation so that the model's frames match a video.
 
@@ -231,6 +275,8 @@ def fit_scene(
         checkpoint: a file to save progress in (atomically, every 10 s and after each stage);
             a fit started again with the same file resumes where it stopped.
         frames_per_chunk: frames rendered per chunk (memory only).
+        silhouettes: optional `Silhouettes`: the bodies' coverage against a foreground mask,
+            as a fourth residual channel beside the colours.
 
     Returns:
         A `FitResult`.
@@ -250,8 +296,12 @@ def fit_scene(
         actions = torch.as_tensor(actions).detach().to(device=device, dtype=dtype)
     image_model = _with_plate(image_model, frames)
     plate = None if image_model is None else image_model.plate
-    target = Target(frames, weights, loss, loss_scale, plate=plate)
-    model = VideoModel(base, times, actions, image_model, to_overrides, compile_physics)
+    observed, plate, weights = _with_silhouettes(frames, plate, weights, silhouettes)
+    target = Target(observed, weights, loss, loss_scale, plate=plate)
+    model = VideoModel(
+        base, times, actions, image_model, to_overrides, compile_physics,
+        silhouette_weight=0.0 if silhouettes is None else silhouettes.weight,
+    )  # fmt: skip
     if fit_initial_state:
         for name in (POSITION_OFFSET, VELOCITY_OFFSET):
             zeros = torch.zeros(len(base.body_names), 3, dtype=dtype, device=device)
@@ -375,6 +425,7 @@ def _finish(model, target, keys, trainable, seen: _Seen, done, final: Plan, unce
         shown = target.frames.new_empty(target.frames.shape)  # filled in place, chunk by chunk
         for index in final.chunks():
             shown[index] = model.frames(built, index, **final.render)[:, 0]
+        shown = shown[:, :3]  # the colours (without a silhouette channel)
         visible = model.visible(built)[:, 0]
     names = model.scene.body_names
     dynamic = [i for i, s in enumerate(model.scene.world.is_static) if not s]

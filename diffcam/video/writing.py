@@ -19,7 +19,8 @@ _SUFFIXES = (".mp4", ".gif")
 def frames_to_uint8(frames) -> np.ndarray:
     """(T, 3, H, W) floats in [0, 1] (tensor, array or a list of (3, H, W)) -> (T, H, W, 3) uint8.
 
-    Values outside [0, 1] are clipped; NaN becomes 0.
+    Values outside [0, 1] are clipped; NaN becomes 0. A (T, 3, H, W) uint8 tensor or array is
+    taken as 0-255 values as they are.
     """
     if isinstance(frames, (list, tuple)):
         frames = [
@@ -29,7 +30,14 @@ def frames_to_uint8(frames) -> np.ndarray:
     if frames is None:
         raise ValueError("write_video: no frames")
     if isinstance(frames, torch.Tensor):
-        frames = frames.detach().to("cpu", torch.float32).numpy()
+        if frames.dtype == torch.uint8:
+            frames = frames.cpu().numpy()
+        else:
+            frames = frames.detach().to("cpu", torch.float32).numpy()
+    if getattr(frames, "dtype", None) == np.uint8 and frames.ndim == 4 and frames.shape[1] == 3:
+        return np.ascontiguousarray(
+            frames.transpose(0, 2, 3, 1)
+        )  # already 0-255: no copy as floats
     arr = np.asarray(frames, dtype=np.float32)
     if arr.ndim != 4 or arr.shape[1] != 3:
         raise ValueError(

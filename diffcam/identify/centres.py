@@ -1,0 +1,288 @@
+"""The first stage of a fit from video: the bodies' projected centres against the blobs.
+
+Before any pixel is rendered, the scene's moving bodies are fitted to where the video's blobs
+are (what a classical tracker does: a threshold against the background, the centroid of each
+region), through the same physics and camera as the pixel stages: every evaluation rolls the
+scene out and projects each drawn moving body's centre into every frame. It is cheap (no
+rendering) and reaches far (a blob anywhere in the image is a candidate), so it takes a
+user's rough start to where the pixel stages can refine it.
+
+Each frame's blobs are matched to the bodies by the model's prediction (the nearest blob of a
+plausible area: a hand or a person merged with a body makes a blob far too large to be it);
+bodies that share a blob (a double pendulum's links) are compared as a group, the blob's
+centroid against their area-weighted mean. The residuals pass through a Cauchy loss whose
+scale shrinks from stage to stage, and a match beyond a few scales counts as no match (a
+constant), so a frame where a hand or a shadow took the blob pulls nothing. The horizon grows
+from the first fraction of a second to the whole video: a restitution or a friction that is
+wrong bends the trajectory only after the first bounce or metre, where a long horizon's
+nearest blobs would be the wrong ones.
+
+Levenberg-Marquardt (`diffcam.fit.optimizers`) runs on these residuals; their Jacobian comes
+from central differences of one batched rollout (2P + 1 worlds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import torch
+
+from ..fit.evaluate import NormalEquations, batched_values
+from ..fit.keys import FitKey
+from ..fit.optimizers import Problem, Refused, levenberg_marquardt
+from .blobs import Blobs
+
+__all__ = ["CentreFit", "fit_centres", "predicted_centres"]
+
+_DIFFERENCE_STEP = {torch.float32: 1e-3, torch.float64: 1e-6}  # raw units
+_GATE = 4.0  # a match farther than this many loss scales is no match
+_SIZE_WEIGHT = 0.5  # the apparent radius's residual against the centre's
+
+
+@dataclasses.dataclass
+class CentreFit:
+    """What the centre stage did.
+
+    Attributes:
+        status: the last Levenberg-Marquardt run's ("converged", "budget", "stalled").
+        evaluations: rollouts (Jacobians and trials) in all.
+        matched: the fraction of (frame, body) pairs matched to a blob at the end.
+        error_px: the median distance (px) between a matched body's projected centre and its
+            blob's centroid at the end.
+        stages: per horizon, its frames, loss scale (px), evaluations, loss and status.
+    """
+
+    status: str
+    evaluations: int
+    matched: float
+    error_px: float
+    stages: list[dict]
+
+
+def predicted_centres(model, keys: Sequence[FitKey], trainable, rows, bodies, horizon):
+    """Projected centres of ``bodies`` for each row of raw scalars.
+
+    Args:
+        model: the `diffcam.fit.model.VideoModel`.
+        keys, trainable: every fitted key, and those whose raw scalars ``rows`` give.
+        rows: (n, P) raw scalars of ``trainable`` (one world each).
+        bodies: indices (state order) of the bodies to project.
+        horizon: frames [0, horizon) of the model's times.
+
+    Returns:
+        (centres (n, T', D, 2) continuous pixels (x, y), radius (n, T', D) the apparent radius
+        (px) of the body's bounding sphere, depth (n, T', D) metres along the optical axis).
+    """
+    import physics
+
+    from ..formation import _bounding_radius
+
+    n = rows.shape[0]
+    with torch.no_grad():
+        built = model.build(batched_values(keys, trainable, rows), batch=n, horizon=horizon)
+        times = model.times[:horizon]
+        states = physics.states_at(built.trajectory, times, built.scene.timestep)
+        points = states.position[:, :, bodies].transpose(0, 1)  # (n, T', D, 3)
+        camera = built.scene.camera
+        pixels, depth = camera.project_with_depth(points.reshape(n, -1, 3))
+        pixels = pixels.view(n, horizon, len(bodies), 2)
+        depth = depth.view(n, horizon, len(bodies))
+        focal = camera.fy.detach().reshape(-1, 1, 1).expand(n, 1, 1)
+        bound = _bounding_radius(built.scene.world)[:, bodies]  # (n, D)
+        radius = focal * bound[:, None, :] / depth.clamp_min(1e-6)
+    return pixels.double(), radius.double(), depth.double()
+
+
+def _spheres(model, bodies) -> torch.Tensor:
+    """(D,) bool: which of ``bodies`` are spheres (their bounding radius is their radius)."""
+    shapes = model.scene.world.shapes
+    return torch.tensor([shapes[i] == "sphere" for i in bodies])
+
+
+class _Centres:
+    """The residuals of one horizon and loss scale, and the optimiser's `Problem` on them."""
+
+    def __init__(self, model, keys, trainable, blobs: Blobs, bodies, horizon: int, scale: float):
+        self.model, self.keys, self.trainable = model, keys, trainable
+        self.bodies, self.horizon, self.scale = list(bodies), int(horizon), float(scale)
+        self.centre = blobs.centre[:horizon]  # (T', K, 2)
+        self.area = blobs.area[:horizon]  # (T', K)
+        self.spheres = _spheres(model, bodies)
+        self.width = model.scene.camera.width
+        self.height = model.scene.camera.height
+
+    def raw(self) -> torch.Tensor:
+        return torch.cat([k.raw.detach().reshape(-1) for k in self.trainable])
+
+    def match(self, centres, radius, depth) -> torch.Tensor:
+        """(T', D) index of the blob each body is matched to at one world's prediction
+        (centres (T', D, 2)), -1 for none."""
+        predicted_area = math.pi * radius.square()  # (T', D)
+        area = self.area[:, None, :]  # (T', 1, K)
+        plausible = (area > 0) & (area <= 6.0 * predicted_area[..., None] + 30.0)
+        plausible &= area >= torch.minimum(0.1 * predicted_area[..., None], area.new_tensor(2.0))
+        distance = (self.centre[:, None, :, :] - centres[:, :, None, :]).norm(dim=-1)
+        distance = torch.where(plausible, distance, torch.full_like(distance, math.inf))
+        nearest, index = distance.min(-1)
+        inside = (centres[..., 0] > -radius) & (centres[..., 0] < self.width + radius)
+        inside &= (centres[..., 1] > -radius) & (centres[..., 1] < self.height + radius)
+        ok = (nearest < _GATE * self.scale + radius) & inside & (depth > 0)
+        return torch.where(ok, index, torch.full_like(index, -1))
+
+    def residuals(self, centres, radius, matched) -> torch.Tensor:
+        """(n, T', D, 3) residuals (x, y, size) of every world's prediction against the matched
+        blobs; a body matched to nothing has a constant residual (the gate's)."""
+        n, t, d = radius.shape
+        has = matched >= 0  # (T', D)
+        index = matched.clamp_min(0)
+        blob_centre = torch.gather(self.centre, 1, index[..., None].expand(t, d, 2))  # (T', D, 2)
+        blob_area = torch.gather(self.area, 1, index)  # (T', D)
+        # bodies that share a blob are compared as a group: their area-weighted centroid
+        weight = (math.pi * radius.square()) * has  # (n, T', D)
+        share = torch.zeros(n, t, self.centre.shape[1], dtype=radius.dtype, device=radius.device)
+        share.scatter_add_(2, index.expand(n, t, d), weight)
+        moment = share.new_zeros(n, t, self.centre.shape[1], 2)
+        moment.scatter_add_(2, index[..., None].expand(n, t, d, 2), weight[..., None] * centres)
+        group = moment / share[..., None].clamp_min(1e-12)
+        members = share.new_zeros(t, self.centre.shape[1])
+        members.scatter_add_(1, index, has.to(radius.dtype))
+        count = torch.gather(members, 1, index).clamp_min(1)  # (T', D)
+        grouped = torch.gather(group, 2, index[None, ..., None].expand(n, t, d, 2))
+        error = (grouped - blob_centre) / self.scale / count.sqrt()[..., None]
+        alone = has & (count == 1) & self.spheres
+        size = (radius - (blob_area / math.pi).sqrt()) / max(self.scale, 1.0) * _SIZE_WEIGHT
+        size = torch.where(alone, size, torch.zeros_like(size))
+        r = torch.cat([error, size[..., None]], -1)  # (n, T', D, 3)
+        norm = r.norm(dim=-1, keepdim=True)
+        robust = r * (torch.log1p(norm.square()).sqrt() / norm.clamp_min(1e-12))
+        gate = math.sqrt(math.log1p(_GATE**2) / 2)  # an unmatched body: the gate's loss
+        return torch.where(has[..., None], robust, r.new_tensor([gate, gate, 0.0]))
+
+    def evaluate(self, rows):
+        centres, radius, depth = predicted_centres(
+            self.model, self.keys, self.trainable, rows, self.bodies, self.horizon
+        )
+        if not bool(torch.isfinite(centres).all()):
+            raise Refused("the rollout or the projection is not finite at these values")
+        return centres, radius, depth
+
+    def loss_value(self) -> float:
+        centres, radius, depth = self.evaluate(self.raw()[None])
+        matched = self.match(centres[0], radius[0], depth[0])
+        r = self.residuals(centres, radius, matched)
+        return float(r.square().sum()) / r[0].numel()
+
+    def normal_equations(self) -> NormalEquations:
+        x = self.raw()
+        p = x.numel()
+        step = _DIFFERENCE_STEP.get(x.dtype, 1e-3)
+        offsets = torch.zeros(2 * p + 1, p, dtype=x.dtype, device=x.device)
+        eye = torch.eye(p, dtype=x.dtype, device=x.device) * step
+        offsets[1::2], offsets[2::2] = eye, -eye
+        centres, radius, depth = self.evaluate(x + offsets)
+        matched = self.match(centres[0], radius[0], depth[0])
+        r = self.residuals(centres, radius, matched).flatten(2)  # (2P + 1, T', 3 D)
+        primal = r[0]
+        jac = ((r[1::2] - r[2::2]) / (2 * step)).permute(1, 2, 0)  # (T', 3 D, P)
+        jtj = torch.einsum("tnp,tnq->pq", jac, jac)
+        frame_jtr = torch.einsum("tnp,tn->tp", jac, primal)
+        cost = float(primal.square().sum())
+        count = primal.numel()
+        return NormalEquations(cost / count, jtj, frame_jtr.sum(0), frame_jtr, cost, count)
+
+    def matches(self) -> tuple[float, float]:
+        """(fraction of (frame, body) pairs matched, median matched distance in px)."""
+        centres, radius, depth = self.evaluate(self.raw()[None])
+        matched = self.match(centres[0], radius[0], depth[0])
+        has = matched >= 0
+        if not bool(has.any()):
+            return 0.0, math.inf
+        index = matched.clamp_min(0)
+        blob = torch.gather(self.centre, 1, index[..., None].expand(*index.shape, 2))
+        distance = (blob - centres[0]).norm(dim=-1)[has]
+        return float(has.double().mean()), float(distance.median())
+
+
+def _horizons(times: torch.Tensor, first: float) -> list[int]:
+    """Frame counts of growing horizons: ``first`` seconds (at least 6 frames), doubling."""
+    count = times.shape[0]
+    spans, h = [], first
+    while True:
+        span = max(6, int((times <= float(times[0]) + h + 1e-9).sum()))
+        if span >= count:
+            spans.append(count)
+            return spans
+        if not spans or span > spans[-1]:
+            spans.append(span)
+        h *= 2.0
+
+
+def fit_centres(
+    model,
+    keys: Sequence[FitKey],
+    trainable: Sequence[FitKey],
+    blobs: Blobs,
+    bodies: Sequence[int],
+    *,
+    budget: int = 60,
+    first_horizon: float = 0.25,
+    scales: tuple[float, float] | None = None,
+    max_step: float = 4.0,
+    record=None,
+) -> CentreFit:
+    """Fit the trainable keys so that the bodies' projected centres follow the blobs.
+
+    Args:
+        model: the `diffcam.fit.model.VideoModel` (its times are the blobs' frames').
+        keys, trainable: every key, and those to fit (their ``raw`` is changed in place).
+        blobs: `find_blobs` of the video's foreground masks.
+        bodies: the drawn moving bodies (state indices) to match to blobs.
+        budget: rollouts (Jacobians and trials) in all, shared by the horizons.
+        first_horizon: seconds of video in the first horizon (doubling to the whole video).
+        scales: the Cauchy loss's scale (px) in the first and the last horizon (default
+            from a twelfth of the image's width down to a pixel at 160 px wide).
+        max_step: the largest change of a raw parameter per step.
+        record: optional callable(loss) called once per evaluation (progress).
+    """
+    width = model.scene.camera.width
+    if scales is None:
+        scales = (width / 12.0, max(1.0, width / 160.0))
+    spans = _horizons(model.times, first_horizon)
+    stages: list[dict] = []
+    used, status, damping = 0, "budget", {}
+    for i, span in enumerate(spans):
+        fraction = i / max(len(spans) - 1, 1)
+        scale = scales[0] * (scales[1] / scales[0]) ** fraction
+        problem = _Centres(model, keys, trainable, blobs, bodies, span, scale)
+        share = max(3, (budget - used) // (len(spans) - i))
+        losses: list[float] = []
+
+        def note(value: float, losses=losses) -> None:
+            losses.append(float(value))
+            if record is not None:
+                record(value)
+
+        status = levenberg_marquardt(
+            Problem(
+                raws=[k.raw for k in trainable], lrs=[None] * len(trainable),
+                loss_gradient=_unused, loss_value=problem.loss_value,
+                normal_equations=problem.normal_equations, record=note,
+                max_step=max_step, tolerance=1e-6,
+            ),
+            share,
+            damping,
+        )  # fmt: skip
+        used += len(losses)
+        stages.append({
+            "horizon_frames": span, "scale_px": scale, "evaluations": len(losses),
+            "loss": min(losses, default=math.nan), "status": status,
+        })  # fmt: skip
+    final = _Centres(model, keys, trainable, blobs, bodies, spans[-1], scales[1])
+    matched, error = final.matches()
+    return CentreFit(status, used, matched, error, stages)
+
+
+def _unused() -> float:
+    raise RuntimeError("the centre stage runs Levenberg-Marquardt only")

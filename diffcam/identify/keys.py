@@ -1,0 +1,408 @@
+"""The keys a user asks to fit, as the optimiser sees them.
+
+A user names scene override paths (``bodies.ball.restitution``, ``camera.position``,
+``joints.pivot.position``), or one component of a vector path (``bodies.ball.position[2]``).
+Each becomes one or more *parameters* (`diffcam.fit` keys with an initial value, a
+parameterisation and a scale), chosen by what the key is:
+
+* bounded in the schema (a restitution): a logit inside the bounds;
+* positive (a mass, a size, a damping, a friction, a field of view): a logarithm;
+* positions, velocities and start angles: free, in steps of about two pixels of motion at the
+  bodies' distance (or that angle);
+* ``camera.look_at``: two angles (pan and tilt about the camera's position: moving the point
+  along the line of sight changes nothing, so it is not a parameter); ``camera.up``: one angle
+  (the roll about the line of sight).
+
+Besides the user's keys, every drawn moving body gets a size factor (``size:<body>``) unless
+its size is a key already: a body drawn too big or too small is a model the video cannot
+explain, and fitting its look around a wrong size walks the geometry away.
+
+`KeySet.overrides` maps parameter values to scene overrides; `KeySet.values` to the user's
+keys (a number, or a vector for a vector key), differentiably, so that a parameter covariance
+maps to the keys' (`KeySet.std`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from .errors import IdentifyError
+
+__all__ = ["Param", "KeySet", "make_keyset", "SIZE_PREFIX"]
+
+SIZE_PREFIX = "size:"
+_COMPONENT = re.compile(r"^(?P<path>[^\[\]]+)\[(?P<index>\d+)\]$")
+_BOUNDED = {"restitution": (0.0, 1.0)}
+_POSITIVE = ("mass", "density", "size", "friction", "damping", "fov_y_deg", "focal", "max",
+             "gain", "max_torque", "max_velocity", "ambient", "intensity")  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One fitted parameter: its name and its `diffcam.fit` key spec (``init``, and
+    ``positive``, ``bounds`` or ``scale``)."""
+
+    name: str
+    spec: dict
+
+
+@dataclasses.dataclass
+class _Key:
+    """A user's key: its override ``path`` (and ``index`` for one component), the scene's
+    value there (``base``), how it is parameterised (``kind``) and its parameters' names."""
+
+    name: str
+    path: str
+    index: int | None
+    base: torch.Tensor
+    kind: str  # "plain" | "look_at" | "up"
+    params: list[str]
+
+
+def _base_values(scene) -> dict[str, torch.Tensor]:
+    """Every numeric override path of the scene -> its current value as a float64 tensor
+    (absent optional keys at their defaults)."""
+    import physics
+
+    body_defaults = {f.name: f.default for f in dataclasses.fields(physics.Body)}
+    joint_defaults = {f.name: f.default for f in dataclasses.fields(physics.Joint)}
+    motor_defaults = {f.name: f.default for f in dataclasses.fields(physics.Motor)}
+    config = scene.config
+    out: dict[str, object] = {}
+    for k, v in config.world.items():
+        out[f"world.{k}"] = v
+    out.setdefault("world.gravity", (0.0, 0.0, -9.81))
+    for k, v in config.camera.items():
+        out[f"camera.{k}"] = v
+    out.setdefault("camera.up", (0.0, 0.0, 1.0))
+    for b in config.bodies:
+        for k, default in body_defaults.items():
+            out[f"bodies.{b['name']}.{k}"] = b.get(k, default)
+        for k in ("size", "color"):
+            if k in b:
+                out[f"bodies.{b['name']}.{k}"] = b[k]
+    for j in config.joints:
+        for k, default in joint_defaults.items():
+            value = j.get(k, default)
+            if k in ("position", "velocity") and value is None:
+                value = 0.0  # the start in joint space: the file's drawn pose, at rest
+            out[f"joints.{j['name']}.{k}"] = value
+        for k, default in motor_defaults.items() if "motor" in j else ():
+            out[f"joints.{j['name']}.motor.{k}"] = j["motor"].get(k, default)
+    values = {}
+    for k, v in out.items():  # numbers and vectors only (not names, flags or tables)
+        if isinstance(v, torch.Tensor):
+            values[k] = v.detach().to("cpu", torch.float64)
+        elif isinstance(v, (int, float, list, tuple)) and not isinstance(v, bool):
+            try:
+                values[k] = torch.as_tensor(v, dtype=torch.float64)
+            except (TypeError, ValueError):
+                continue
+    return values
+
+
+def _pixel_metres(scene) -> float:
+    """How many metres one pixel spans at the moving bodies' distance from the camera."""
+    camera = scene.camera
+    state = scene.initial_state()
+    moving = [i for i, s in enumerate(scene.world.is_static) if not s] or list(
+        range(len(scene.body_names))
+    )
+    with torch.no_grad():
+        points = state.position[:1, moving]
+        _, depth = camera.project_with_depth(points)
+    depth = float(depth.clamp_min(1e-3).mean())
+    return depth / float(camera.fy.detach().reshape(-1)[0])
+
+
+def _joint_type(scene, name: str) -> str:
+    return next(j["type"] for j in scene.config.joints if j["name"] == name)
+
+
+def _spec_for(path: str, init: float, scene, pixel: float) -> dict:
+    """The parameterisation of one scalar of ``path`` starting at ``init``."""
+    parts = path.split(".")
+    field = parts[-1]
+    if field in _BOUNDED:
+        lo, hi = _BOUNDED[field]
+        margin = 0.01 * (hi - lo)
+        return {"init": min(max(init, lo + margin), hi - margin), "bounds": (lo, hi)}
+    if field in _POSITIVE:
+        return {"init": max(init, 1e-4 if field in ("damping", "friction") else 1e-6),
+                "positive": True}  # fmt: skip
+    if parts[0] == "joints" and field in ("position", "velocity"):
+        lever = 1.0
+        if _joint_type(scene, parts[1]) == "hinge":
+            lever = max(_lever(scene, parts[1]), 10 * pixel)
+        step = 2.0 * pixel / lever
+        return {"init": init, "scale": step if field == "position" else 5.0 * step}
+    if field in ("position", "anchor", "look_at", "principal_point"):
+        step = 2.0 if field == "principal_point" else 2.0 * pixel
+        return {"init": init, "scale": step}
+    if field == "velocity":
+        return {"init": init, "scale": 10.0 * pixel}
+    if field == "angular_velocity":
+        return {"init": init, "scale": 0.5}
+    if init > 0:
+        return {"init": init, "positive": True}
+    return {"init": init, "scale": max(0.1 * abs(init), 0.01)}
+
+
+def _lever(scene, joint: str) -> float:
+    """Distance (m) from a joint's anchor to its child body's centre, at the file's pose."""
+    j = next(j for j in scene.config.joints if j["name"] == joint)
+    child = scene.body_names.index(j["child"])
+    anchor = torch.as_tensor(j.get("anchor", (0.0, 0.0, 0.0)), dtype=torch.float64)
+    centre = scene.initial_state().position[0, child].detach().double()
+    return float((centre - anchor.reshape(-1)[:3]).norm())
+
+
+@dataclasses.dataclass
+class KeySet:
+    """The user's keys and the fitted parameters behind them.
+
+    Attributes:
+        keys: the user's keys in order.
+        params: every parameter (the keys' and the size factors), in order.
+        sizes: body name -> its size factor's parameter name (``size:<body>``).
+        base: override path -> the scene's value (float64).
+        fixed: overrides set besides the parameters (e.g. the bodies' estimated textures).
+    """
+
+    keys: list[_Key]
+    params: list[Param]
+    sizes: dict[str, str]
+    base: dict[str, torch.Tensor]
+    fixed: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def specs(self) -> dict[str, dict]:
+        """Parameter name -> `diffcam.fit` key spec (for `fit_scene`'s ``keys``)."""
+        return {p.name: dict(p.spec) for p in self.params}
+
+    def initial(self) -> dict[str, torch.Tensor]:
+        """Parameter name -> its initial value (float64)."""
+        return {p.name: torch.as_tensor(p.spec["init"], dtype=torch.float64) for p in self.params}
+
+    def with_initial(self, values: Mapping[str, torch.Tensor]) -> KeySet:
+        """The same keys starting from ``values`` (parameter name -> value)."""
+        params = []
+        for p in self.params:
+            spec = dict(p.spec)
+            if p.name in values:
+                value = torch.as_tensor(values[p.name]).detach().to("cpu", torch.float64)
+                if "bounds" in spec:
+                    lo, hi = spec["bounds"]
+                    margin = 1e-3 * (hi - lo)
+                    value = value.clamp(lo + margin, hi - margin)
+                elif spec.get("positive"):
+                    value = value.clamp_min(1e-12)
+                spec["init"] = value.tolist()
+            params.append(Param(p.name, spec))
+        return dataclasses.replace(self, params=params)
+
+    def overrides(self, values: Mapping[str, torch.Tensor]) -> dict:
+        """Scene overrides for parameter ``values`` (name -> () tensor, or (B,) for B worlds)."""
+        out: dict = dict(self.fixed)
+        like = next(iter(values.values())) if values else None
+
+        def base(path):
+            if path in out:
+                return out[path]
+            value = self.base[path]
+            if like is not None:
+                value = value.to(like.dtype).to(like.device)
+                if like.dim() == 1:  # one world per entry
+                    value = value.expand(like.shape[0], *value.shape)
+            return value
+
+        for key in self.keys:
+            if key.kind == "plain" and key.index is None:
+                out[key.path] = values[key.params[0]]
+            elif key.kind == "plain":
+                current = base(key.path)
+                index = torch.zeros(current.shape[-1], dtype=torch.bool, device=current.device)
+                index[key.index] = True
+                value = values[key.params[0]]
+                value = value[..., None] if value.dim() == current.dim() - 1 else value
+                out[key.path] = torch.where(index, value, current)
+        camera = [k for k in self.keys if k.kind in ("look_at", "up")]
+        if camera:
+            position = base("camera.position")
+            look_at, up = _camera_direction(self, values, position, base)
+            if any(k.kind == "look_at" for k in camera):
+                out["camera.look_at"] = look_at
+            if any(k.kind == "up" for k in camera):
+                out["camera.up"] = up
+        for body, name in self.sizes.items():
+            path = f"bodies.{body}.size"
+            size = base(path)
+            factor = values[name]
+            if factor.dim() == 1 and size.dim() > 1:
+                factor = factor[:, None]
+            out[path] = size * factor
+        return out
+
+    def values(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The user's keys (name -> () or (n,) tensor) for parameter ``values`` (one world)."""
+        routed = self.overrides(values)
+        out = {}
+        for key in self.keys:
+            value = routed[key.path]
+            out[key.name] = value[key.index] if key.index is not None else value
+        return out
+
+    def nuisance(self, values: Mapping[str, torch.Tensor]) -> dict[str, float]:
+        """The size factors (body -> factor)."""
+        return {body: float(values[name]) for body, name in self.sizes.items()}
+
+    def std(self, values: Mapping[str, torch.Tensor], covariance: torch.Tensor,
+            scalars: Sequence[tuple[str, int]]) -> dict[str, torch.Tensor]:  # fmt: skip
+        """One standard deviation of each user key, linearised through `values`, from a
+        covariance (P, P) in value units of the parameter scalars ``scalars`` ((name, flat
+        index) each; the other parameters held fixed). A key that depends on a scalar of
+        infinite variance gets inf."""
+        base = {n: torch.as_tensor(v, dtype=torch.float64) for n, v in values.items()}
+        point = torch.stack([base[n].reshape(-1)[j] for n, j in scalars])
+
+        def keys_of(x):
+            full = dict(base)
+            for name in {n for n, _ in scalars}:
+                flat = base[name].reshape(-1).clone()
+                where = [(i, j) for i, (n, j) in enumerate(scalars) if n == name]
+                flat = flat.index_put((torch.tensor([j for _, j in where]),),
+                                      x[[i for i, _ in where]])  # fmt: skip
+                full[name] = flat.reshape(base[name].shape)
+            return torch.cat([v.reshape(-1) for v in self.values(full).values()])
+
+        jac = torch.autograd.functional.jacobian(keys_of, point)  # (K, P)
+        cov = covariance.to(torch.float64)
+        finite = torch.isfinite(cov).all(1)
+        var = torch.einsum("kp,pq,kq->k", jac[:, finite], cov[finite][:, finite], jac[:, finite])
+        blind = (jac[:, ~finite].abs() > 1e-12).any(1)
+        var = torch.where(blind, torch.full_like(var, math.inf), var.clamp_min(0))
+        out, start = {}, 0
+        for key, value in self.values(base).items():
+            n = max(1, value.numel())
+            out[key] = var[start : start + n].sqrt().reshape(value.shape)
+            start += n
+        return out
+
+
+def _rotate(vector: torch.Tensor, axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
+    """Rodrigues: ``vector`` (..., 3) turned by ``angle`` (...) about the unit ``axis`` (..., 3)."""
+    c, s = torch.cos(angle)[..., None], torch.sin(angle)[..., None]
+    cross = torch.linalg.cross(axis, vector, dim=-1)
+    dot = (axis * vector).sum(-1, keepdim=True)
+    return vector * c + cross * s + axis * dot * (1 - c)
+
+
+def _unit(v: torch.Tensor) -> torch.Tensor:
+    return v / v.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+def _camera_direction(keys: KeySet, values, position, base):
+    """(look_at, up) of the camera at ``position`` turned by the pan, tilt and roll
+    parameters (rad) from the scene's line of sight and up vector."""
+    look0, up0 = base("camera.look_at"), base("camera.up")
+    pos0 = keys.base["camera.position"].to(look0)
+    reach = look0 - pos0
+    distance = reach.norm(dim=-1, keepdim=True)
+    forward = _unit(reach)
+    world_up = _unit(up0)
+    pan = values.get("camera.look_at:pan")
+    tilt = values.get("camera.look_at:tilt")
+    roll = values.get("camera.up:roll")
+    if pan is not None:
+        right = _unit(torch.linalg.cross(forward, world_up, dim=-1))
+        forward = _rotate(forward, right, tilt)
+        forward = _rotate(forward, world_up, -pan)
+    look_at = position + distance * forward
+    upright = _unit(up0 - (up0 * forward).sum(-1, keepdim=True) * forward)
+    if roll is not None:
+        upright = _rotate(upright, forward, roll)
+    return look_at, upright
+
+
+def _parse(name: str, valid: Sequence[str]) -> tuple[str, int | None]:
+    match = _COMPONENT.match(name)
+    path, index = (match["path"], int(match["index"])) if match else (name, None)
+    if path not in valid:
+        from ..errors import did_you_mean
+
+        raise IdentifyError(
+            f"key {name!r} names nothing this scene can fit{did_you_mean(path, valid)}; "
+            "keys are the scene's override paths (e.g. bodies.<body>.restitution, "
+            "joints.<joint>.damping, camera.position), or one component: "
+            "bodies.<body>.position[2]"
+        )
+    return path, index
+
+
+def make_keyset(scene, names: Sequence[str], fit_sizes: bool = True) -> KeySet:
+    """The `KeySet` of the user's keys ``names`` for ``scene`` (a loaded `diffcam.Scene`),
+    starting from the scene's values.
+
+    Raises:
+        IdentifyError: a key the scene does not have, a component out of range, a key twice,
+            or a key that is not a number or a vector of numbers.
+    """
+    if not names:
+        raise IdentifyError(
+            "give at least one key to fit (e.g. --keys bodies.ball.restitution); the scene's "
+            "override paths are the keys"
+        )
+    base = _base_values(scene)
+    valid = [p for p in scene.override_paths() if p in base]
+    pixel = _pixel_metres(scene)
+    keys, params, seen = [], [], set()
+    for name in names:
+        if name in seen:
+            raise IdentifyError(f"key {name!r} is given twice")
+        seen.add(name)
+        path, index = _parse(name, valid)
+        value = base[path]
+        if index is not None and (value.dim() != 1 or index >= value.shape[0]):
+            raise IdentifyError(
+                f"key {name!r}: {path} has {value.numel()} component(s); index 0 to "
+                f"{value.numel() - 1}"
+                if value.dim() == 1
+                else f"key {name!r}: {path} is a number"
+            )
+        if path == "camera.look_at" and index is None:
+            kind, own = "look_at", ["camera.look_at:pan", "camera.look_at:tilt"]
+            f = float(scene.camera.fy.detach().reshape(-1)[0])
+            params += [Param(n, {"init": 0.0, "scale": 2.0 / f}) for n in own]
+        elif path == "camera.up" and index is None:
+            kind, own = "up", ["camera.up:roll"]
+            params.append(Param(own[0], {"init": 0.0, "scale": 4.0 / scene.camera.width}))
+        elif value.dim() == 0 or index is not None:
+            kind, own = "plain", [name]
+            init = float(value if index is None else value[index])
+            params.append(Param(name, _spec_for(path, init, scene, pixel)))
+        else:
+            kind, own = "plain", [name]
+            specs = [_spec_for(path, float(v), scene, pixel) for v in value]
+            spec = {"init": [s["init"] for s in specs]}
+            if "bounds" in specs[0]:
+                spec["bounds"] = specs[0]["bounds"]
+            elif specs[0].get("positive"):
+                spec["positive"] = True
+            else:
+                spec["scale"] = [s["scale"] for s in specs]
+            params.append(Param(name, spec))
+        keys.append(_Key(name, path, index, value, kind, own))
+    sizes = {}
+    if fit_sizes:
+        sized = {k.path for k in keys}
+        for i in scene._dynamic:
+            body = scene.body_names[i]
+            if f"bodies.{body}.size" not in sized:
+                sizes[body] = SIZE_PREFIX + body
+                params.append(Param(SIZE_PREFIX + body, {"init": 1.0, "positive": True}))
+    return KeySet(keys, params, sizes, base)

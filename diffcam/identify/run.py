@@ -1,0 +1,638 @@
+"""`identify`: a scene's physics from a video of it, from the user's rough scene file alone.
+
+::
+
+    result = diffcam.identify("scenes/my_ball.toml", "ball.mp4",
+                              keys=["bodies.ball.restitution", "bodies.ball.position"])
+    result.values, result.std, result.status, result.explained
+
+The stages, each kept only if it explains the video better than what came before:
+
+1. **observe**: the video at the working size, its clean plate, noise and foreground masks,
+   and the blobs of each mask (`observation`, `blobs`);
+2. **centres**: the moving bodies' projected centres fitted to the blobs through the physics
+   and the camera (`centres`): cheap, with a wide reach;
+3. **pixels**: the plate again without the bodies where the model now puts them; each body's
+   texture learnt from the frames (`appearance`); then every pixel of every frame, with a
+   silhouette term against the foreground mask (`diffcam.fit_scene`), and the textures learnt
+   again at the new pose.
+
+A stage's result is scored by how much of the moving pixels the model explains with the look
+learnt at that pose (`Score`): a model that hides or shrinks a body explains none, so the score
+cannot be gamed, and a stage that lowers it is reported and undone. At the end the keys' ±
+combines the statistical error (the fit's clustered covariance) with what the fit's own
+choices move: the values when the physics steps at half the time step, when the frames are
+compared at half the resolution, and when only the first half of the video is used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ..fit import FitError, Silhouettes, fit_scene
+from ..fit.keys import make_key
+from ..fit.model import VideoModel
+from ..formation import ImageModel, crop
+from .appearance import estimate_textures, texture_size
+from .blobs import find_blobs
+from .centres import fit_centres, predicted_centres
+from .errors import IdentifyError
+from .keys import KeySet, make_keyset
+from .observation import Observation, observe
+
+__all__ = ["identify", "Identification", "Settings", "Score"]
+
+_EXPOSURE = "image.exposure"
+_GOOD_EXPLAINED = 0.3  # the moving pixels a "good" fit explains at least (with its learnt look)
+_GOOD_OVERLAP = 0.4  # and the silhouette overlap (IoU) with the foreground it reaches at least
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """How `identify` works; the defaults suit a phone video of a few seconds.
+
+    Attributes:
+        width: working width in pixels (frames are averaged down to it).
+        centre_budget: rollouts for the centre stage.
+        iterations: evaluations of the pixel stage (Levenberg-Marquardt Jacobians and trials).
+        edge_softness: the pixel stage's silhouette softness schedule (px), wide to narrow.
+        silhouette_weight: the silhouette term's weight against a colour channel's.
+        fit_sizes: also fit a size factor per moving body (when its size is not a key).
+        exposure: the shutter time (s) if known; None fits it (a nuisance).
+        systematic: re-fit at half the time step, half the resolution and half the video to
+            measure what those choices move (adds to the ± and to the time).
+        check_iterations: evaluations of each of those re-fits.
+        progress: report the stages on stderr.
+    """
+
+    width: int = 160
+    centre_budget: int = 40
+    iterations: int = 30
+    edge_softness: tuple[float, ...] = (1.0, 0.5)
+    silhouette_weight: float = 0.5
+    fit_sizes: bool = True
+    exposure: float | None = None
+    systematic: bool = True
+    check_iterations: int = 8
+    progress: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Score:
+    """How well a model explains the video, with the look learnt at its pose.
+
+    explained: 1 - the squared (robust) residuals in the moving bodies' windows over those of
+    the plate alone there (1 = every moving pixel explained; 0 or below = no better than an
+    empty scene); overlap: the silhouettes' intersection over union with the foreground mask
+    over every frame."""
+
+    explained: float
+    overlap: float
+
+    def better_than(self, other: Score) -> bool:
+        return self.explained > other.explained
+
+
+@dataclasses.dataclass
+class Identification:
+    """What `identify` found.
+
+    Attributes:
+        values: key -> its fitted value (a float, or a list for a vector key).
+        std: key -> one standard deviation (the statistical and the systematic parts added
+            in quadrature; inf for a key the video does not determine).
+        statistical, systematic: key -> those two parts.
+        status: "good", "poor" (the model explains the video badly: see ``message``) or
+            "unidentifiable" (no key can be fitted from this video).
+        explained, overlap: the final `Score`'s.
+        message: what happened, and for a poor fit the likely reason and fix.
+        seconds: wall-clock time of the whole identification.
+        stages: per stage, its name, evaluations, seconds, score and whether it was kept.
+        nuisance: the fitted values that are not the user's keys (size factors, exposure).
+        unidentifiable: keys the video does not determine (left at their start).
+        textures: body name -> its learnt (3, Ht, Wt) texture.
+        observation: the prepared video.
+        parameters: the final internal parameter values (for `render`).
+    """
+
+    values: dict
+    std: dict
+    statistical: dict
+    systematic: dict
+    status: str
+    explained: float
+    overlap: float
+    message: str
+    seconds: float
+    stages: list[dict]
+    nuisance: dict
+    unidentifiable: list[str]
+    textures: dict
+    observation: Observation = dataclasses.field(repr=False)
+    parameters: dict = dataclasses.field(repr=False, default_factory=dict)
+    _context: object = dataclasses.field(repr=False, default=None)
+
+    def to_json(self) -> dict:
+        """A JSON-ready summary (what ``diffcam fit`` prints)."""
+        obs = self.observation
+        return {
+            "values": self.values, "std": _finite(self.std), "status": self.status,
+            "explained": round(self.explained, 4), "seconds": round(self.seconds, 2),
+            "overlap": round(self.overlap, 4),
+            "std_statistical": _finite(self.statistical), "std_systematic": _finite(self.systematic),
+            "unidentifiable": self.unidentifiable, "nuisance": self.nuisance,
+            "message": self.message, "stages": self.stages,
+            "video": {"path": obs.path, "frames": len(obs), "size": list(obs.size),
+                      "fps": obs.fps, "start": obs.start,
+                      "seconds": round(float(obs.times[-1]) + 1.0 / obs.fps, 4)},
+        }  # fmt: skip
+
+    def frames(self, index=slice(None)) -> torch.Tensor:
+        """(T', 3, H, W) the fitted model's frames ``index`` (rendered on demand)."""
+        return self._context.render(self.parameters, self.textures, index)
+
+    def write_video(self, path, chunk: int = 32):
+        """Write observed | fitted | 4 x difference side by side to ``path`` (.mp4 or .gif),
+        rendered a chunk of frames at a time (the frames are kept as bytes)."""
+        from ..video import write_video
+
+        obs = self.observation
+        t, _, h, w = obs.frames.shape
+        out = torch.empty(t, 3, h, 3 * w, dtype=torch.uint8)
+        for start in range(0, t, chunk):
+            index = slice(start, min(t, start + chunk))
+            seen = obs.frames[index].to(torch.float32)
+            model = self.frames(index).to(seen)
+            side = torch.cat([seen, model, (model - seen).abs().mul(4)], 3)
+            out[index] = side.clamp(0, 1).mul(255).add(0.5).to(torch.uint8)
+        return write_video(path, out, fps=obs.fps)
+
+
+def _finite(d: dict) -> dict:
+    """JSON has no infinity: inf becomes None."""
+
+    def clean(v):
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        return v if math.isfinite(v) else None
+
+    return {k: clean(v) for k, v in d.items()}
+
+
+class _Log:
+    def __init__(self, on: bool):
+        self.on = on
+        self.start = time.perf_counter()
+
+    def __call__(self, text: str) -> None:
+        if self.on:
+            print(f"[{time.perf_counter() - self.start:6.1f} s] {text}", file=sys.stderr)
+
+
+def _scene_at(scene, size: tuple[int, int]):
+    """The scene (a path or a `Scene`) at batch 1 and the working size: its resolution set,
+    a focal length and principal point in pixels scaled with it."""
+    from ..scene import Scene, load_scene
+
+    if not isinstance(scene, Scene):
+        scene = load_scene(scene, batch_size=1)
+    width, height = size
+    w0, h0 = scene.camera.width, scene.camera.height
+    if abs(w0 / h0 - width / height) > 0.02 * width / height:
+        raise IdentifyError(
+            f"{scene.path}: camera.resolution = [{w0}, {h0}] has another aspect ratio than the "
+            f"video ({width} x {height} at the working size): give the video camera's "
+            f"resolution (e.g. [{round(h0 * width / height)}, {h0}])"
+        )
+    overrides = {"camera.resolution": (width, height)}
+    camera = scene.config.camera
+    if "focal" in camera:
+        s = width / w0
+        overrides["camera.focal"] = torch.as_tensor(camera["focal"], dtype=torch.float64) * s
+        pp = camera.get("principal_point", [0.5 * w0, 0.5 * h0])
+        overrides["camera.principal_point"] = torch.as_tensor(pp, dtype=torch.float64) * s
+    return scene.with_overrides(overrides, batch_size=1)
+
+
+class _Context:
+    """The scene, the video and the keys, and the model pieces every stage shares."""
+
+    def __init__(self, scene, observation: Observation, keyset: KeySet, actions, exposure):
+        self.scene = scene
+        self.obs = observation
+        self.keyset = keyset
+        self.actions = actions
+        self.bodies = list(scene._dynamic)
+        self.times = observation.times.to(scene.dtype)
+        self.exposure = exposure
+
+    def to_overrides(self, textures: dict):
+        fixed = {f"bodies.{n}.texture": t for n, t in textures.items()}
+
+        def route(values):
+            out = {**self.keyset.overrides(values), **fixed}
+            if _EXPOSURE in values:
+                out[_EXPOSURE] = values[_EXPOSURE]
+            return out
+
+        return route
+
+    def image_model(self, values: dict, plate=None, fitted: bool = False) -> ImageModel:
+        """The camera's image formation at ``values``: the plate, and the shutter time (the
+        fitted one, the known one, or none); ``fitted``: the exposure is a key, so its
+        samples are rendered whatever its start."""
+        exposure = values.get(_EXPOSURE, self.exposure)
+        exposure = float(torch.as_tensor(exposure)) if exposure is not None else 0.0
+        return ImageModel(
+            plate=self.obs.plate if plate is None else plate, exposure=exposure,
+            exposure_samples=3 if exposure > 0 or fitted else 1,
+        )  # fmt: skip
+
+    def model(self, values: dict, textures: dict, silhouettes: float = 0.0) -> VideoModel:
+        return VideoModel(
+            self.scene, self.times, self.actions, self.image_model(values),
+            self.to_overrides(textures), silhouette_weight=silhouettes,
+        )  # fmt: skip
+
+    def fit_keys(self, values: dict, with_exposure: bool):
+        specs = self.keyset.with_initial(values).specs
+        if with_exposure:
+            top = 1.0 / self.obs.fps
+            start = float(values.get(_EXPOSURE, 0.5 * top))
+            specs[_EXPOSURE] = {"init": min(max(start, 2e-3 * top), 0.98 * top),
+                                "bounds": (1e-3 * top, top)}  # fmt: skip
+        return specs
+
+    def built(self, values: dict, textures: dict, silhouettes: float = 0.0):
+        model = self.model(values, textures, silhouettes)
+        keys = [make_key(n, s, self.scene.dtype) for n, s in self.fit_keys(values, False).items()]
+        with torch.no_grad():
+            return model, model.build({k.key: k.value().detach() for k in keys})
+
+    def textures(self, values: dict, softness: float = 0.5) -> dict:
+        """Each moving body's texture learnt at ``values``."""
+        model, built = self.built(values, {})
+        sizes = []
+        keys = [make_key(n, s, self.scene.dtype) for n, s in self.fit_keys(values, False).items()]
+        with torch.no_grad():
+            _, radius, _ = predicted_centres(
+                model, keys, [], torch.zeros(1, 0, dtype=self.scene.dtype), self.bodies,
+                len(self.times),
+            )  # fmt: skip
+        for d, body in enumerate(self.bodies):
+            seen = radius[0, :, d]
+            sizes.append(texture_size(self.scene, body, float(seen[seen > 0].median())))
+        return estimate_textures(
+            model, built, self.bodies, sizes, self.obs.frames, edge_softness=softness
+        )
+
+    def render(self, values: dict, textures: dict, index) -> torch.Tensor:
+        model, built = self.built(values, textures)
+        with torch.no_grad():
+            return model.frames(built, index, edge_softness=0.5)[:, 0]
+
+    def score(self, values: dict, textures: dict, chunk: int = 32) -> Score:
+        """The `Score` of a model at ``values`` wearing ``textures``."""
+        from ..fit.objective import robust_residual
+
+        model, built = self.built(values, textures, silhouettes=1.0)
+        total = len(self.times)
+        windows = model.windows(built, total, 4.0)
+        frames, plate, mask = self.obs.frames, self.obs.plate, self.obs.mask
+        fitted = empty = inter = union = 0.0
+        with torch.no_grad():
+            for start in range(0, total, chunk):
+                index = slice(start, min(total, start + chunk))
+                part = windows[index]
+                out = model.frames(built, index, windows=part, edge_softness=0.5)[:, 0]
+                seen = crop(frames[index], part)[:, 0].to(out)
+                back = crop(plate[None].to(out), part)[:, 0]
+                m = crop(mask[index].to(out), part)[:, 0, 0]
+                fitted += float(
+                    robust_residual(out[:, :3] - seen, "charbonnier", 0.1).square().sum()
+                )
+                empty += float(robust_residual(back - seen, "charbonnier", 0.1).square().sum())
+                cover = out[:, 3]
+                inter += float(torch.minimum(cover, m).sum())
+                union += float(torch.maximum(cover, m).sum())
+                union += float(mask[index].sum()) - float(m.sum())  # foreground outside
+        explained = 1.0 - fitted / max(empty, 1e-12)
+        return Score(explained, inter / max(union, 1e-12))
+
+
+def _refined_plate(obs: Observation, context: _Context, values: dict) -> Observation:
+    """The observation with its plate taken again where the model puts no body: the per-pixel
+    median over the frames whose bodies' windows leave the pixel free (a body at rest for half
+    the video is in the first plate), and the masks and noise against it."""
+    from .. import imaging
+
+    model, built = context.built(values, {})
+    total = len(obs)
+    windows = model.windows(built, total, 3.0)
+    t, _, h, w = obs.frames.shape
+    free = torch.ones(t, h, w, dtype=torch.bool)
+    rows = torch.arange(h)[None, :, None]
+    cols = torch.arange(w)[None, None, :]
+    origins = windows.origins[:, 0]  # (T, 2)
+    wh, ww = windows.size
+    across = (rows >= origins[:, 0, None, None]) & (rows < origins[:, 0, None, None] + wh)
+    along = (cols >= origins[:, 1, None, None]) & (cols < origins[:, 1, None, None] + ww)
+    free &= ~(across & along)
+    enough = free.sum(0) >= max(3, t // 10)
+    plate = obs.plate.clone()
+    step = max(1, (1 << 22) // (t * w * 3))
+    for r0 in range(0, h, step):
+        block = obs.frames[:, :, r0 : r0 + step].to(torch.float32)
+        keep = free[:, None, r0 : r0 + step].expand_as(block)
+        median = torch.where(keep, block, torch.nan).nanmedian(0).values
+        plate[:, r0 : r0 + step] = torch.where(
+            enough[None, r0 : r0 + step], median.to(plate), plate[:, r0 : r0 + step]
+        )
+    noise = imaging.noise_level(obs.frames, plate)
+    mask = imaging.foreground_mask(obs.frames, plate)
+    return dataclasses.replace(obs, plate=plate, noise=noise, mask=mask)
+
+
+def _pixel_stage(context: _Context, values: dict, textures: dict, settings: Settings,
+                 iterations: int, observation=None, scene=None, horizon=None, log=None):  # fmt: skip
+    """`fit_scene` on every pixel (colours and silhouettes) from ``values``, the textures
+    fixed; returns its `FitResult`."""
+    obs = observation or context.obs
+    fit_exposure = settings.exposure is None
+    frames, mask, times = obs.frames, obs.mask, context.times
+    if horizon is not None:
+        frames, mask, times = frames[:horizon], mask[:horizon], times[:horizon]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fit_scene(
+            scene or context.scene, frames, context.fit_keys(values, fit_exposure),
+            context.actions, times=times,
+            image_model=context.image_model(values, plate=obs.plate, fitted=fit_exposure),
+            to_overrides=context.to_overrides(textures), iterations=iterations,
+            edge_softness=settings.edge_softness, optimizer="lm", progress=False,
+            silhouettes=Silhouettes(mask, settings.silhouette_weight),
+        )  # fmt: skip
+
+
+def _values_of(result) -> dict:
+    return {k: v.detach().to(torch.float64) for k, v in result.values.items()}
+
+
+def identify(
+    scene,
+    video,
+    keys: Sequence[str],
+    *,
+    start: float = 0.0,
+    seconds: float | None = None,
+    fps: float | None = None,
+    actions: torch.Tensor | None = None,
+    settings: Settings | None = None,
+) -> Identification:
+    """Fit a scene's keys to a video of it, starting from the scene file's values.
+
+    Args:
+        scene: a scene file (or a loaded `diffcam.Scene`) describing what the video shows,
+            roughly: the moving bodies (their shapes, sizes, start), what they collide with
+            (mark a floor or wall the video shows ``visible = false``), and the camera. Its
+            time 0 is the video's time ``start``.
+        video: a video file or a `diffcam.Video`.
+        keys: the scene's override paths to fit (``bodies.ball.restitution``,
+            ``joints.pivot.damping``, ``camera.position``...), or one component of a vector
+            (``bodies.bob.position[2]``).
+        start: video time (s) of the scene's time 0.
+        seconds: how much of the video to use (s); None = to the end.
+        fps: the true frame rate when the container's is wrong (slow motion).
+        actions: (steps, n_actuators) known actions per physics step, or None.
+        settings: `Settings` (working width, budgets, ...).
+
+    Returns:
+        An `Identification`.
+
+    Raises:
+        IdentifyError: an unreadable or too short video, a key the scene does not have, a
+            scene whose moving bodies are nowhere in view, or a video in which nothing moves.
+    """
+    from ..errors import SceneError
+
+    settings = settings or Settings()
+    log = _Log(settings.progress)
+    began = time.perf_counter()
+    obs = observe(video, start=start, seconds=seconds, width=settings.width, fps=fps)
+    log(f"observe: {len(obs)} frames of {obs.size[0]}x{obs.size[1]} at {obs.fps:g} fps")
+    try:
+        loaded = _scene_at(scene, obs.size)
+    except SceneError as error:
+        raise IdentifyError(str(error)) from None
+    if not loaded._dynamic:
+        raise IdentifyError(
+            f"{loaded.path}: no drawn moving body: the scene must describe the moving bodies "
+            "the video shows (static = false, visible = true)"
+        )
+    keyset = make_keyset(loaded, keys, fit_sizes=settings.fit_sizes)
+    context = _Context(loaded, obs, keyset, actions, settings.exposure)
+    stages: list[dict] = []
+    values = keyset.initial()
+    _check_in_view(context, values)
+
+    # 1. centres
+    clock = time.perf_counter()
+    blobs = find_blobs(obs.mask)
+    fit_keys = [make_key(n, s, loaded.dtype) for n, s in context.fit_keys(values, False).items()]
+    model = VideoModel(loaded, context.times, actions, None, keyset.overrides)
+    try:
+        centres = fit_centres(
+            model, fit_keys, fit_keys, blobs, context.bodies, budget=settings.centre_budget
+        )
+    except (SceneError, FitError) as error:
+        raise IdentifyError(f"the centre stage could not run: {error}") from None
+    after_centres = {k.key: k.value().detach().double() for k in fit_keys}
+    log(f"centres: {centres.evaluations} rollouts, {centres.matched:.0%} of frames matched, "
+        f"{centres.error_px:.2f} px median error ({time.perf_counter() - clock:.1f} s)")  # fmt: skip
+
+    # scores of the start and of the centre stage, each with the look learnt at its pose
+    clock = time.perf_counter()
+    obs = _refined_plate(obs, context, after_centres)
+    context.obs = obs
+    start_textures = context.textures(values)
+    start_score = context.score(values, start_textures)
+    stages.append(_stage("start", 0, 0.0, start_score))
+    textures = context.textures(after_centres)
+    centre_score = context.score(after_centres, textures)
+    stages.append(_stage("centres", centres.evaluations, time.perf_counter() - clock + 0,
+                         centre_score, matched=centres.matched, error_px=centres.error_px))  # fmt: skip
+    best, best_score, best_textures, kept = values, start_score, start_textures, "start"
+    if centre_score.better_than(start_score):
+        best, best_score, best_textures, kept = after_centres, centre_score, textures, "centres"
+    log(f"scores: start explains {start_score.explained:.1%} (overlap {start_score.overlap:.2f}),"
+        f" centres {centre_score.explained:.1%} (overlap {centre_score.overlap:.2f})")  # fmt: skip
+
+    # 2. pixels, from the best so far
+    clock = time.perf_counter()
+    result = _pixel_stage(context, best, best_textures, settings, settings.iterations)
+    after_pixels = _values_of(result)
+    pixel_textures = context.textures(after_pixels)
+    pixel_score = context.score(after_pixels, pixel_textures)
+    stages.append(_stage("pixels", result.iterations, time.perf_counter() - clock, pixel_score,
+                         status=result.status))  # fmt: skip
+    log(f"pixels: {result.iterations} evaluations ({result.status}), explains "
+        f"{pixel_score.explained:.1%} (overlap {pixel_score.overlap:.2f}) "
+        f"({time.perf_counter() - clock:.1f} s)")  # fmt: skip
+    notes = []
+    if pixel_score.better_than(best_score):
+        best, best_score, best_textures, kept = after_pixels, pixel_score, pixel_textures, "pixels"
+        final = result
+    else:
+        notes.append(
+            f"the pixel stage lowered the explained share from {best_score.explained:.1%} to "
+            f"{pixel_score.explained:.1%}: kept the {kept} stage's values"
+        )
+        final = None
+    for stage in stages:
+        stage["kept"] = stage["name"] == kept
+
+    # 3. the ± : statistical, and what the fit's own choices move
+    statistical = _statistical(keyset, best, final)
+    systematic: dict = {}
+    if settings.systematic and final is not None:
+        clock = time.perf_counter()
+        systematic = _systematic(context, best, best_textures, settings, log)
+        log(f"systematic: {time.perf_counter() - clock:.1f} s")
+    user = keyset.values(best)
+    std = {}
+    for key, value in user.items():
+        s = statistical.get(key, torch.full_like(value, math.inf))
+        extra = systematic.get(key, torch.zeros_like(value))
+        std[key] = torch.sqrt(s.square() + extra.square())
+    unidentifiable = [] if final is None else _user_unidentifiable(keyset, final.unidentifiable)
+    status, message = _status(best_score, kept, unidentifiable, keyset, notes, obs)
+    return Identification(
+        values=_plain(user), std=_plain(std), statistical=_plain(statistical),
+        systematic=_plain(systematic), status=status, explained=best_score.explained,
+        overlap=best_score.overlap, message=message, seconds=time.perf_counter() - began,
+        stages=stages, nuisance=_nuisance(keyset, best), unidentifiable=unidentifiable,
+        textures=best_textures, observation=obs, parameters=best, _context=context,
+    )  # fmt: skip
+
+
+def _stage(name: str, evaluations: int, seconds: float, score: Score, **extra) -> dict:
+    return {"name": name, "evaluations": evaluations, "seconds": round(seconds, 2),
+            "explained": round(score.explained, 4), "overlap": round(score.overlap, 4),
+            **extra}  # fmt: skip
+
+
+def _plain(values: dict) -> dict:
+    """Tensors as floats (one value) or lists (a vector)."""
+    out = {}
+    for k, v in values.items():
+        v = torch.as_tensor(v).detach().to(torch.float64)
+        out[k] = float(v) if v.dim() == 0 else v.tolist()
+    return out
+
+
+def _nuisance(keyset: KeySet, values: dict) -> dict:
+    out = {f"size_factor.{body}": round(f, 5) for body, f in keyset.nuisance(values).items()}
+    if _EXPOSURE in values:
+        out["exposure_s"] = float(values[_EXPOSURE])
+    return out
+
+
+def _check_in_view(context: _Context, values: dict) -> None:
+    """Raise if no moving body's centre is in the image in any frame at the start."""
+    keys = [make_key(n, s, context.scene.dtype) for n, s in context.fit_keys(values, False).items()]
+    model = VideoModel(
+        context.scene, context.times, context.actions, None, context.keyset.overrides
+    )
+    with torch.no_grad():
+        centres, _, depth = predicted_centres(
+            model, keys, [], torch.zeros(1, 0, dtype=context.scene.dtype), context.bodies,
+            len(context.times),
+        )  # fmt: skip
+    w, h = context.scene.camera.width, context.scene.camera.height
+    x, y = centres[0, ..., 0], centres[0, ..., 1]
+    inside = (depth[0] > 0) & (x >= 0) & (x <= w) & (y >= 0) & (y <= h)
+    if not bool(inside.any()):
+        names = ", ".join(context.scene.body_names[i] for i in context.bodies)
+        raise IdentifyError(
+            f"{context.scene.path}: no moving body ({names}) is in the camera's view in any "
+            "frame at the scene's start values: check the camera's position and look_at and "
+            "the bodies' start (diffcam render SCENE shows what the camera sees)"
+        )
+
+
+def _statistical(keyset: KeySet, values: dict, result) -> dict:
+    """One standard deviation of each key from the pixel fit's covariance."""
+    if result is None or result.covariance is None:
+        return {}
+    return keyset.std(values, result.covariance, result.covariance_keys)
+
+
+def _systematic(context: _Context, values: dict, textures: dict, settings: Settings, log) -> dict:
+    """Per key, the root sum of squares of how far its value moves when the fit is run again
+    from the solution at half the time step, at half the resolution, and on the first half of
+    the video."""
+    user = context.keyset.values(values)
+    shifts: dict[str, list[torch.Tensor]] = {k: [] for k in user}
+    checks = {}
+    # half the time step
+    finer = context.scene.with_overrides({"world.timestep": context.scene.timestep / 2})
+    checks["half time step"] = {"scene": finer}
+    # half the resolution
+    obs = context.obs
+    half = (obs.size[0] // 2, obs.size[1] // 2)
+    if min(half) >= 16:
+        frames = F.avg_pool2d(obs.frames[:, :, : 2 * half[1], : 2 * half[0]].to(torch.float32), 2)
+        mask = F.avg_pool2d(obs.mask[:, :, : 2 * half[1], : 2 * half[0]].float(), 2) > 0.5
+        plate = F.avg_pool2d(obs.plate[None, :, : 2 * half[1], : 2 * half[0]].float(), 2)[0]
+        small = dataclasses.replace(obs, frames=frames, mask=mask, plate=plate)
+        checks["half resolution"] = {"scene": _scene_at(context.scene, half), "observation": small}
+    # the first half of the video
+    checks["first half"] = {"horizon": max(8, len(obs) // 2)}
+    for name, change in checks.items():
+        try:
+            result = _pixel_stage(context, values, textures, settings, settings.check_iterations,
+                                  **change)  # fmt: skip
+        except Exception as error:  # noqa: BLE001 - a check that fails adds no figure
+            log(f"systematic check {name!r} failed: {error}")
+            continue
+        moved = context.keyset.values(_values_of(result))
+        for k in user:
+            shifts[k].append(moved[k] - user[k])
+    return {k: torch.stack(v).square().sum(0).sqrt() if v else torch.zeros_like(user[k])
+            for k, v in shifts.items()}  # fmt: skip
+
+
+def _user_unidentifiable(keyset: KeySet, params: Sequence[str]) -> list[str]:
+    blind = set(params)
+    return [k.name for k in keyset.keys if any(p in blind for p in k.params)]
+
+
+def _status(score: Score, kept: str, unidentifiable, keyset: KeySet, notes, obs) -> tuple:
+    """("good" | "poor" | "unidentifiable", the message)."""
+    names = [k.name for k in keyset.keys]
+    parts = [f"kept the {kept} stage: the model explains {score.explained:.0%} of the moving "
+             f"pixels, silhouette overlap {score.overlap:.2f}"]  # fmt: skip
+    parts += notes
+    if unidentifiable:
+        parts.append("the video does not determine " + ", ".join(unidentifiable)
+                     + ": left at their start values")  # fmt: skip
+    if len(unidentifiable) == len(names):
+        return "unidentifiable", "; ".join(parts)
+    if score.explained >= _GOOD_EXPLAINED and score.overlap >= _GOOD_OVERLAP:
+        return "good", "; ".join(parts)
+    parts.append(
+        "poor: the model's bodies are not where the video's are, or do not look like them; "
+        "check the scene's start (diffcam render SCENE), that the camera in the scene sees "
+        "what the video sees, that static bodies the video shows are visible = false, and "
+        f"the frame rate ({obs.fps:g} fps used; a slow-motion clip needs --fps)"
+    )
+    return "poor", "; ".join(parts)
