@@ -9,6 +9,14 @@ is backpropagated through the physics, the renderer and the network.
     python examples/pendulum_swingup.py --evaluate          # the shipped weights, 90 s, 21 starts
     python examples/pendulum_swingup.py --randomize ...     # domain randomisation per episode
     python examples/pendulum_swingup.py --evaluate --randomize --randomize-seed 1   # ... in evaluation
+    python examples/pendulum_swingup.py --quick             # a smoke run of training, seconds
+    python examples/pendulum_swingup.py --evaluate --quick  # ... of the evaluation
+
+``--quick`` runs the whole path small: training 2 iterations of 2 episodes of 0.5 s, eager
+physics, a checkpoint after each, into a new temporary folder (its path is in the JSON line;
+under torchrun give --out), then the usual 10 s evaluation video; ``--evaluate --quick`` 2
+random starts and the hanging one for 5 s. Options given explicitly override these. About 10 s
+and 5 s on one core; neither trains nor judges a controller.
 
 Training resumes from ``--out``/checkpoint.pt when there is one (``--no-resume`` refuses to
 touch an existing run) and ends by writing policy.pt, learning_curve.png and swingup.mp4 there,
@@ -55,7 +63,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -67,6 +77,16 @@ import diffcam  # noqa: E402
 from diffcam.tasks import swingup, training  # noqa: E402
 
 SCENE = ROOT / "scenes" / "pendulum_cart.toml"
+# the defaults of the options that --quick changes (when they are not given): full, quick
+QUICK = {
+    "iterations": (200, 2),
+    "batch": (8, 2),
+    "seconds": (swingup.SwingUpConfig.seconds, 0.5),
+    "save_every": (5, 1),
+    "compile_physics": (True, False),
+    "starts": (20, 2),
+    "eval_seconds": (90.0, 5.0),
+}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -87,15 +107,19 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="train the MLP baseline on the true state",
     )
     parser.set_defaults(observation="pixels")
-    parser.add_argument("--out", type=Path, help="run folder (default out/swingup_KIND)")
+    parser.add_argument(
+        "--out", type=Path, help="run folder (default out/swingup_KIND; quick: a new temp folder)"
+    )
     parser.add_argument(
         "--resume",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="continue the run in --out if it has a checkpoint (default)",
     )
-    parser.add_argument("--iterations", type=int, default=200)
-    parser.add_argument("--batch", type=int, default=8, help="episodes per iteration (all ranks)")
+    parser.add_argument("--iterations", type=int, help="default 200 (quick 2)")
+    parser.add_argument(
+        "--batch", type=int, help="episodes per iteration, all ranks (default 8, quick 2)"
+    )
     parser.add_argument("--lr", type=float, default=5e-3)
     parser.add_argument(
         "--lr-final",
@@ -104,7 +128,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="cosine decay of the learning rate to this (default 1e-3; = --lr: constant)",
     )
     parser.add_argument("--clip", type=float, default=1.0, help="gradient L2 norm limit")
-    parser.add_argument("--save-every", type=int, default=5, help="iterations per checkpoint")
+    parser.add_argument(
+        "--save-every", type=int, help="iterations per checkpoint (default 5, quick 1)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     ranges = dataclasses.astuple(swingup.StartRanges())
     parser.add_argument(
@@ -132,7 +158,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         "(swingup.curriculum_ranges; default 0: none)",
     )
     defaults = swingup.SwingUpConfig()
-    parser.add_argument("--seconds", type=float, default=defaults.seconds, help="per episode")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        help=f"per training episode (default {defaults.seconds}, quick 0.5)",
+    )
     parser.add_argument("--control-every", type=int, default=4)
     parser.add_argument("--gradient-decay", type=float, default=0.9)
     parser.add_argument(
@@ -174,8 +204,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--compile-physics",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="step the physics through torch.compile",
+        help="step the physics through torch.compile (default; quick: not)",
     )
     parser.add_argument(
         "--threads",
@@ -197,13 +226,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--weights", type=Path, help="default examples/weights/pendulum_swingup_KIND.pt"
     )
-    parser.add_argument("--starts", type=int, default=20, help="random starts (evaluation)")
+    parser.add_argument(
+        "--starts", type=int, help="random starts (evaluation; default 20, quick 2)"
+    )
     parser.add_argument(
         "--eval-seconds",
         type=float,
-        default=90.0,
         help="simulated seconds per evaluation rollout (default 90: up to 30 s to swing up, "
-        "then the 60 s the pole must stay upright)",
+        "then the 60 s the pole must stay upright; quick 5)",
     )
     parser.add_argument("--video", type=Path, help="evaluation video (default in --out)")
     parser.add_argument(
@@ -219,7 +249,17 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=0,
         help="--evaluate --randomize: seed of the evaluation's randomisation (default 0)",
     )
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run of training or --evaluate (see above)"
+    )
     args = parser.parse_args(argv)
+    for key, (full, quick) in QUICK.items():
+        if getattr(args, key) is None:
+            setattr(args, key, quick if args.quick else full)
+    if args.out is None and args.quick:
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # each process would make its own
+            parser.error("--quick under torchrun: give the run folder, --out DIR")
+        args.out = Path(tempfile.mkdtemp(prefix=f"pendulum_swingup_quick_{args.observation}_"))
     args.out = args.out or ROOT / "out" / f"swingup_{args.observation}"
     name = f"pendulum_swingup_{args.observation}.pt"
     args.weights = args.weights or ROOT / "examples" / "weights" / name
@@ -331,6 +371,7 @@ def train(args) -> dict | None:
     video = args.out / "swingup.mp4"
     report = swingup.evaluate(args.scene, policy, config, starts=0, seconds=10.0, video=video)
     return {
+        "out": str(args.out),
         "iterations": rows[-1]["iteration"] if rows else 0,
         "training_episodes": episodes_seen,
         "loss": rows[-1]["loss"] if rows else None,

@@ -209,7 +209,19 @@ def _steps_needed(times: torch.Tensor, image_model: ImageModel, dt: float) -> in
     exposure = float(torch.as_tensor(image_model.exposure).detach().max())
     offset = float(torch.as_tensor(image_model.time_offset).detach().max())
     last = float(times[-1]) + max(offset, 0.0) + 0.5 * max(exposure, 0.0)
-    return max(1, math.ceil(last / dt - 1e-9))
+    return max(1, _steps_to(last, dt, times.dtype))
+
+
+def _steps_to(seconds: float, dt: float, dtype: torch.dtype) -> int:
+    """Physics steps of ``dt`` (s) that reach ``seconds``: ceil(seconds / dt), where a time
+    within the rounding of ``dtype`` (the frame times') above a whole step counts as that step.
+
+    Frame times are kept in the scene's dtype: in float32 the frame at 20 * 0.02 s is
+    0.40000000596 s, which is step 40 and not a 41st step (and the trajectory's interpolation
+    reaches a hair past its last step)."""
+    scaled = seconds / dt
+    slack = 8 * torch.finfo(dtype).eps * max(abs(scaled), 1.0) if dtype.is_floating_point else 0
+    return math.ceil(scaled - max(slack, 1e-9))
 
 
 def _actions_for(actions, steps: int, n_actuators: int, dt: float, times) -> torch.Tensor | None:
@@ -223,7 +235,7 @@ def _actions_for(actions, steps: int, n_actuators: int, dt: float, times) -> tor
             f"got {tuple(actions.shape)}"
         )
     have = actions.shape[0]
-    video_steps = math.ceil(float(times[-1]) / dt - 1e-9)
+    video_steps = _steps_to(float(times[-1]), dt, times.dtype)
     if have < video_steps:
         raise ValueError(
             f"the actions cover {have} steps ({have * dt:.4g} s) but the video lasts "

@@ -191,6 +191,29 @@ def test_times_out_of_order_name_the_entries_the_cause_and_the_fix():
         fit_scene(_scene(), video, keys, progress=False)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_actions_that_exactly_cover_the_video_are_enough(dtype):
+    """(T - 1) * frame_every actions cover frames every frame_every steps, whatever rounding
+    the frame times in the scene's dtype have (in float32 the frame at 20 * 0.02 s is at
+    0.40000000596 s: step 40, not a 41st)."""
+    from diffcam.fit.model import VideoModel
+
+    small = {"camera.resolution": (48, 32)}
+    scene = diffcam.load_scene(ROOT / "scenes" / "pendulum.toml", dtype=dtype, overrides=small)
+    for every in (1, 2, 3):
+        for count in range(2, 62):
+            steps = (count - 1) * every
+            times = (torch.arange(count, dtype=torch.float64) * (every * 0.01)).to(dtype)
+            model = VideoModel(scene, times, torch.zeros(steps, 1, dtype=dtype), None)
+            assert (model.steps, model.actions.shape[0]) == (steps, steps), (every, count)
+    # the call of examples/texture_identification.py --quick: 21 frames, one every 2 steps
+    frames = torch.rand(21, 3, scene.camera.height, scene.camera.width, dtype=dtype)
+    result = fit_scene(scene, frames, {"joints.pivot.damping": {"init": 0.03, "positive": True}},
+                       actions=torch.zeros(40, 1), frame_every=2, iterations=1, progress=False,
+                       uncertainty=False)  # fmt: skip
+    assert result.iterations >= 1
+
+
 def test_corrupt_video_file_is_a_clear_error(tmp_path):
     bad = tmp_path / "phone.mp4"
     bad.write_bytes(bytes(range(256)) * 64)
