@@ -11,7 +11,7 @@ import torch
 from .evaluate import NormalEquations
 from .keys import FitKey
 
-__all__ = ["FitResult", "FitError", "covariance"]
+__all__ = ["FitResult", "FitError", "covariance", "parameter_covariance"]
 
 
 class FitError(ValueError):
@@ -30,8 +30,10 @@ class FitResult:
             the clustered and the Gauss-Newton estimates (`covariance`); inf for unidentifiable
             keys; empty without ``uncertainty``. Statistical only: a model that differs from
             the world (a sphere for an ellipsoid) adds an error it does not count.
-        covariance: (P, P) clustered covariance of the fitted scalars (value units, the order
-            of ``covariance_keys``) at the solution, or None.
+        covariance: (P, P) covariance of the fitted scalars (value units, the order of
+            ``covariance_keys``) at the solution, or None: the clustered estimate with its
+            variances raised to the Gauss-Newton ones where larger (its diagonal is ``std``
+            squared).
         covariance_keys: (key, flat index) of each of the P scalars.
         history: the loss at each evaluation (its stage's frames, pyramid level and softness).
         gradient_norms: key -> |d loss / d raw| at the initial values.
@@ -112,6 +114,27 @@ def covariance(eq: NormalEquations, frames_used: int) -> tuple[torch.Tensor, tor
             m[blind, :] = math.inf
             m[:, blind] = math.inf
     return gauss_newton, clustered
+
+
+def parameter_covariance(eq: NormalEquations, frames_used: int, keys: Sequence[FitKey]):
+    """The covariance (P, P) float64 of the keys' scalars in value units at a least-squares
+    solution: the clustered estimate (`covariance`), its variances raised to the
+    Gauss-Newton ones where those are larger (the clustered one, from few blocks, can come out
+    small), correlations kept."""
+    gauss_newton, clustered = covariance(eq, frames_used)
+    gn = value_covariance(gauss_newton, keys).diagonal()
+    cov = value_covariance(clustered, keys)
+    variance = cov.diagonal()
+    raise_by = torch.where(
+        torch.isfinite(gn) & (gn > variance) & (variance > 0),
+        torch.sqrt(gn / variance.clamp_min(1e-300)),
+        torch.ones_like(variance),
+    )
+    cov = cov * raise_by[:, None] * raise_by[None, :]
+    fill = torch.isfinite(gn) & ~(variance > 0)  # a clustered variance of exactly 0
+    cov[fill, fill] = gn[fill]
+    return torch.where(torch.isinf(gn)[:, None] | torch.isinf(gn)[None, :],
+                       torch.full_like(cov, math.inf), cov)  # fmt: skip
 
 
 def value_covariance(raw_covariance: torch.Tensor, keys: Sequence[FitKey]) -> torch.Tensor:

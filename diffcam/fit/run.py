@@ -38,7 +38,7 @@ from .evaluate import Plan
 from .keys import FitKey, make_key
 from .model import POSITION_OFFSET, VELOCITY_OFFSET, VideoModel
 from .objective import Target
-from .result import FitError, FitResult, covariance, value_covariance
+from .result import FitError, FitResult, parameter_covariance
 from .stages import plans, run_stages
 
 __all__ = ["fit_scene", "Silhouettes", "DEFAULT_SOFTNESS"]
@@ -478,12 +478,8 @@ def _uncertainty(model, target, keys, trainable, final: Plan, messages: list[str
     except (SceneError, SimulationError) as error:  # the Jacobian's steps leave the valid range
         messages.append(f"no uncertainty: the Jacobian at the solution failed ({error})")
         return {}, None, []
-    gauss_newton, clustered = covariance(eq, final.horizon)
-    cov = value_covariance(clustered, trainable)
-    # the larger of the two estimates: the clustered one, from few blocks, can come out small
-    variances = torch.maximum(
-        cov.diagonal(), value_covariance(gauss_newton, trainable).diagonal()
-    ).clamp_min(0)
+    cov = parameter_covariance(eq, final.horizon, trainable)
+    variances = cov.diagonal().clamp_min(0)
     std, index = {}, 0
     for k in trainable:
         n = k.raw.numel()

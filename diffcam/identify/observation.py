@@ -58,15 +58,9 @@ class Observation:
 
 def _read(path, start: float, seconds: float | None, width: int, fps: float | None) -> Video:
     """The frames from video time ``start`` for ``seconds`` (to the end if None), ``width``
-    pixels wide; with ``fps`` the frames are chosen and timed by index / fps."""
-    size = (int(width), None)
-    if fps is None:
-        window = (float(start), None if seconds is None else float(start) + float(seconds))
-        return read_video(path, size=size, seconds=window)
-    first = math.ceil(float(start) * fps - 1e-6)
-    stop = None if seconds is None else math.ceil((float(start) + float(seconds)) * fps - 1e-6)
-    video = read_video(path, size=size, frames=(first, stop))
-    return dataclasses.replace(video, times=video.frame_indices.double() / fps, fps=float(fps))
+    pixels wide; with ``fps`` the frames are timed (and chosen) by index / fps."""
+    window = (float(start), None if seconds is None else float(start) + float(seconds))
+    return read_video(path, size=(int(width), None), seconds=window, fps=fps)
 
 
 def observe(
@@ -104,7 +98,7 @@ def observe(
     if isinstance(video, Video):
         clip, path = video, video.path
         if fps is not None:
-            clip = dataclasses.replace(clip, times=clip.frame_indices.double() / fps, fps=fps)
+            clip = clip.retimed(fps)
         keep = clip.times >= start - 1e-6
         if seconds is not None:
             keep &= clip.times < start + seconds - 1e-6
