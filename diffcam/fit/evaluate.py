@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import torch
 
 from ..render.silhouettes import _SOFT_TAIL
-from .keys import FitKey
+from .keys import FitKey, prior_residuals
 from .model import VideoModel
 from .objective import Target
 
@@ -102,6 +102,7 @@ def loss_value(model: VideoModel, target: Target, keys: Sequence[FitKey], plan: 
             total += float(target.residuals(frames, index, plan.level, part).square().sum())
             if part is not None:
                 total += float(target.outside(index, part, plan.level)[0])
+        total += float(prior_residuals(keys).square().sum())
     return total / target.total_weight(slice(0, plan.horizon), plan.level)
 
 
@@ -149,6 +150,10 @@ def loss_gradient(model: VideoModel, target: Target, keys: Sequence[FitKey], pla
             total += float(loss.detach())
             if part is not None:
                 total += float(target.outside(index, part, plan.level)[0]) / norm
+        prior = prior_residuals(keys).square().sum() / norm
+        if prior.requires_grad:
+            prior.backward()
+        total += float(prior.detach())
         if through_physics:
             pairs = [
                 (t, d.grad) for t, d in zip(tensors, detached.tensors(), strict=True)
@@ -245,6 +250,19 @@ def normal_equations(
             frame_jtr[index] = per_frame
             jtr += per_frame.sum(0)
             cost += float(r.square().sum())
+    # a Gaussian prior on a raw scalar is one more residual (raw - raw0) / sigma
+    index = 0
+    for k in trainable:
+        n = k.raw.numel()
+        if k.prior is not None:
+            sigma = k.prior.detach().reshape(-1).to(torch.float64)
+            r = ((k.raw.detach() - k.raw_of(k.init)).reshape(-1).to(torch.float64)) / sigma
+            jtj[range(index, index + n), range(index, index + n)] += 1.0 / sigma.square()
+            jtr[index : index + n] += r / sigma
+            cost += float(r.square().sum())
+        index += n
+    fixed = [k for k in keys if all(k is not t for t in trainable)]
+    cost += float(prior_residuals(fixed).square().sum())  # the fixed keys' priors: constants
     norm = target.total_weight(slice(0, plan.horizon), plan.level)
     count = target.residual_count(slice(0, plan.horizon), plan.level)
     return NormalEquations(cost / norm, jtj, jtr, frame_jtr, cost, count)

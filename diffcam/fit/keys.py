@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["FitKey", "make_key"]
+__all__ = ["FitKey", "make_key", "prior_residuals"]
 
-_SPEC_ENTRIES = ("init", "positive", "bounds", "lr", "scale")
+_SPEC_ENTRIES = ("init", "positive", "bounds", "lr", "scale", "prior")
 
 
 @dataclasses.dataclass
@@ -38,6 +38,9 @@ class FitKey:
         bounds: (lo, hi) for bounded keys.
         scale: value units per raw unit of a free key (a tensor broadcastable to the key).
         lr: this key's Adam learning rate in raw units, or None for `fit_scene`'s.
+        prior: the standard deviation (raw units, the key's shape or ()) of a Gaussian prior
+            centred on ``init``, or None for none: the start is then a measurement, and a
+            direction the images barely see stays near it instead of drifting.
     """
 
     key: str
@@ -47,6 +50,7 @@ class FitKey:
     bounds: tuple[float, float] | None
     scale: torch.Tensor
     lr: float | None = None
+    prior: torch.Tensor | None = None
 
     def value(self) -> torch.Tensor:
         return self.value_of(self.raw)
@@ -80,6 +84,17 @@ class FitKey:
             u = ((value - lo) / (hi - lo)).clamp(1e-12, 1 - 1e-12)
             return torch.log(u) - torch.log1p(-u)
         return (value - self.init) / self.scale
+
+
+def prior_residuals(keys) -> torch.Tensor:
+    """(n,) the keys' prior residuals (raw - raw at init) / prior over every scalar of the keys
+    with a prior (differentiable in ``raw``); empty without priors."""
+    parts = [
+        ((k.raw - k.raw_of(k.init)) / k.prior).reshape(-1) for k in keys if k.prior is not None
+    ]
+    if not parts:
+        return torch.zeros(0)
+    return torch.cat(parts)
 
 
 def _number(x: Any) -> bool:
@@ -149,5 +164,13 @@ def make_key(key: str, spec: Any, dtype: torch.dtype, device=None) -> FitKey:
     lr = spec.get("lr")
     if lr is not None and not (_number(lr) and 0 < lr < math.inf):
         raise ValueError(f"keys[{key!r}]: 'lr' must be a positive number, got {lr!r}")
+    prior = spec.get("prior")
+    if prior is not None:
+        prior = torch.as_tensor(prior, dtype=dtype, device=device)
+        if not bool(torch.isfinite(prior).all()) or not bool((prior > 0).all()):
+            raise ValueError(
+                f"keys[{key!r}]: 'prior' must be positive (raw units), got {spec['prior']!r}"
+            )
+        prior = prior.expand_as(init).clone()
     return FitKey(key, raw.clone().requires_grad_(True), init, kind, bounds, scale,
-                  None if lr is None else float(lr))  # fmt: skip
+                  None if lr is None else float(lr), prior)  # fmt: skip

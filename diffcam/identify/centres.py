@@ -10,9 +10,11 @@ user's rough start to where the pixel stages can refine it.
 Each frame's blobs are matched to the bodies by the model's prediction (the nearest blob of a
 plausible area: a hand or a person merged with a body makes a blob far too large to be it);
 bodies that share a blob (a double pendulum's links) are compared as a group, the blob's
-centroid against their area-weighted mean. The residuals pass through a Cauchy loss whose
-scale shrinks from stage to stage, and a match beyond a few scales counts as no match (a
-constant), so a frame where a hand or a shadow took the blob pulls nothing. The horizon grows
+centroid against their area-weighted mean. The residuals pass through a Charbonnier loss
+(quadratic near zero, linear far out: convex, so a wrong restitution's bounces pull it the
+right way however far off they are) whose scale shrinks from stage to stage, and a match
+beyond a few scales counts as no match (a constant), so a frame where a hand or a shadow took
+the blob pulls little. The horizon grows
 from the first fraction of a second to the whole video: a restitution or a friction that is
 wrong bends the trajectory only after the first bounce or metre, where a long horizon's
 nearest blobs would be the wrong ones.
@@ -37,7 +39,7 @@ from .blobs import Blobs
 __all__ = ["CentreFit", "fit_centres", "predicted_centres"]
 
 _DIFFERENCE_STEP = {torch.float32: 1e-3, torch.float64: 1e-6}  # raw units
-_GATE = 4.0  # a match farther than this many loss scales is no match
+_GATE = 8.0  # a match farther than this many loss scales is no match
 _SIZE_WEIGHT = 0.5  # the apparent radius's residual against the centre's
 
 
@@ -116,13 +118,30 @@ class _Centres:
     def raw(self) -> torch.Tensor:
         return torch.cat([k.raw.detach().reshape(-1) for k in self.trainable])
 
+    def prior(self, rows: torch.Tensor) -> torch.Tensor:
+        """(n, P) the priors' residuals (raw - raw0) / sigma of rows of raw scalars (0 for a
+        scalar without a prior)."""
+        start, sigma, centre = 0, [], []
+        for k in self.trainable:
+            n = k.raw.numel()
+            centre.append(k.raw_of(k.init).detach().reshape(-1))
+            sigma.append(
+                torch.full((n,), math.inf, dtype=rows.dtype, device=rows.device)
+                if k.prior is None else k.prior.detach().reshape(-1).to(rows)
+            )  # fmt: skip
+            start += n
+        return (rows - torch.cat(centre).to(rows)) / torch.cat(sigma)
+
     def match(self, centres, radius, depth) -> torch.Tensor:
         """(T', D) index of the blob each body is matched to at one world's prediction
         (centres (T', D, 2)), -1 for none."""
         predicted_area = math.pi * radius.square()  # (T', D)
         area = self.area[:, None, :]  # (T', 1, K)
-        plausible = (area > 0) & (area <= 6.0 * predicted_area[..., None] + 30.0)
-        plausible &= area >= torch.minimum(0.1 * predicted_area[..., None], area.new_tensor(2.0))
+        # a blob much larger than the body is the body merged with something else (a hand,
+        # a person, its shadow): its centroid is not the body's
+        plausible = (area > 0) & (area <= 2.5 * predicted_area[..., None] + 10.0)
+        # and one much smaller a fragment: of a body behind a hand, or a speck of noise
+        plausible &= area >= torch.clamp_min(0.25 * predicted_area[..., None], 2.0)
         distance = (self.centre[:, None, :, :] - centres[:, :, None, :]).norm(dim=-1)
         distance = torch.where(plausible, distance, torch.full_like(distance, math.inf))
         nearest, index = distance.min(-1)
@@ -155,9 +174,8 @@ class _Centres:
         size = (radius - (blob_area / math.pi).sqrt()) / max(self.scale, 1.0) * _SIZE_WEIGHT
         size = torch.where(alone, size, torch.zeros_like(size))
         r = torch.cat([error, size[..., None]], -1)  # (n, T', D, 3)
-        norm = r.norm(dim=-1, keepdim=True)
-        robust = r * (torch.log1p(norm.square()).sqrt() / norm.clamp_min(1e-12))
-        gate = math.sqrt(math.log1p(_GATE**2) / 2)  # an unmatched body: the gate's loss
+        robust = r * _charbonnier(r.norm(dim=-1, keepdim=True))
+        gate = _GATE * float(_charbonnier(torch.tensor(_GATE))) / math.sqrt(2)
         return torch.where(has[..., None], robust, r.new_tensor([gate, gate, 0.0]))
 
     def evaluate(self, rows):
@@ -169,10 +187,11 @@ class _Centres:
         return centres, radius, depth
 
     def loss_value(self) -> float:
-        centres, radius, depth = self.evaluate(self.raw()[None])
+        rows = self.raw()[None]
+        centres, radius, depth = self.evaluate(rows)
         matched = self.match(centres[0], radius[0], depth[0])
         r = self.residuals(centres, radius, matched)
-        return float(r.square().sum()) / r[0].numel()
+        return float(r.square().sum() + self.prior(rows).square().sum()) / r[0].numel()
 
     def normal_equations(self) -> NormalEquations:
         x = self.raw()
@@ -188,9 +207,16 @@ class _Centres:
         jac = ((r[1::2] - r[2::2]) / (2 * step)).permute(1, 2, 0)  # (T', 3 D, P)
         jtj = torch.einsum("tnp,tnq->pq", jac, jac)
         frame_jtr = torch.einsum("tnp,tn->tp", jac, primal)
-        cost = float(primal.square().sum())
         count = primal.numel()
-        return NormalEquations(cost / count, jtj, frame_jtr.sum(0), frame_jtr, cost, count)
+        prior = self.prior(x[None].double())[0]
+        inverse = 1.0 / torch.cat([
+            torch.full((k.raw.numel(),), math.inf, dtype=torch.float64) if k.prior is None
+            else k.prior.detach().reshape(-1).double() for k in self.trainable
+        ])  # fmt: skip
+        jtj = jtj + torch.diag(inverse.square())
+        jtr = frame_jtr.sum(0) + prior * inverse
+        cost = float(primal.square().sum() + prior.square().sum())
+        return NormalEquations(cost / count, jtj, jtr, frame_jtr, cost, count)
 
     def matches(self) -> tuple[float, float]:
         """(fraction of (frame, body) pairs matched, median matched distance in px)."""
@@ -203,6 +229,12 @@ class _Centres:
         blob = torch.gather(self.centre, 1, index[..., None].expand(*index.shape, 2))
         distance = (blob - centres[0]).norm(dim=-1)[has]
         return float(has.double().mean()), float(distance.median())
+
+
+def _charbonnier(norm: torch.Tensor) -> torch.Tensor:
+    """The factor that makes a residual of length ``norm`` (in loss scales) a Charbonnier
+    one: squared, 2 (sqrt(1 + norm^2) - 1), quadratic near 0 and growing like 2 norm."""
+    return torch.sqrt(2.0 / (torch.sqrt(1.0 + norm.square()) + 1.0))
 
 
 def _horizons(times: torch.Tensor, first: float) -> list[int]:

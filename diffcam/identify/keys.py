@@ -36,6 +36,16 @@ from .errors import IdentifyError
 __all__ = ["Param", "KeySet", "make_keyset", "SIZE_PREFIX"]
 
 SIZE_PREFIX = "size:"
+# Priors: how far a rough scene file's values may plausibly be from the truth (one standard
+# deviation). Log or logit units for positive and bounded keys; metres, radians, m/s.
+_WEAK = 2.0  # a physical coefficient: a factor e**2 (log), or its logit
+_LENS = 0.1  # a field of view or focal length from a phone's specification: 10 %
+_SIZE = 0.25  # a size factor: 25 %
+_PLACE = 0.05  # a body's or an anchor's start position, by tape: 5 cm
+_CAMERA_PLACE = 0.1  # where the camera stood: 10 cm
+_AIM = 0.05  # where it pointed (pan, tilt) and its roll: 3 degrees
+_ANGLE = 0.3  # a joint's start angle read off the first frame: 0.3 rad
+_SPEED = 1.0  # a start velocity: 1 m/s (a joint's: 1 m/s at its lever)
 _COMPONENT = re.compile(r"^(?P<path>[^\[\]]+)\[(?P<index>\d+)\]$")
 _BOUNDED = {"restitution": (0.0, 1.0)}
 _POSITIVE = ("mass", "density", "size", "friction", "damping", "fov_y_deg", "focal", "max",
@@ -125,31 +135,40 @@ def _joint_type(scene, name: str) -> str:
 
 
 def _spec_for(path: str, init: float, scene, pixel: float) -> dict:
-    """The parameterisation of one scalar of ``path`` starting at ``init``."""
+    """The parameterisation of one scalar of ``path`` starting at ``init``, with its prior
+    (see the module docstring: how far from the scene file's value the key may plausibly be)."""
     parts = path.split(".")
     field = parts[-1]
     if field in _BOUNDED:
         lo, hi = _BOUNDED[field]
         margin = 0.01 * (hi - lo)
-        return {"init": min(max(init, lo + margin), hi - margin), "bounds": (lo, hi)}
+        return {"init": min(max(init, lo + margin), hi - margin), "bounds": (lo, hi),
+                "prior": _WEAK}  # fmt: skip
     if field in _POSITIVE:
+        prior = _LENS if field in ("fov_y_deg", "focal") else _WEAK
         return {"init": max(init, 1e-4 if field in ("damping", "friction") else 1e-6),
-                "positive": True}  # fmt: skip
+                "positive": True, "prior": prior}  # fmt: skip
     if parts[0] == "joints" and field in ("position", "velocity"):
-        lever = 1.0
-        if _joint_type(scene, parts[1]) == "hinge":
-            lever = max(_lever(scene, parts[1]), 10 * pixel)
+        slider = _joint_type(scene, parts[1]) == "slider"
+        lever = 1.0 if slider else max(_lever(scene, parts[1]), 10 * pixel)
         step = 2.0 * pixel / lever
-        return {"init": init, "scale": step if field == "position" else 5.0 * step}
-    if field in ("position", "anchor", "look_at", "principal_point"):
-        step = 2.0 if field == "principal_point" else 2.0 * pixel
-        return {"init": init, "scale": step}
+        if field == "velocity":
+            step *= 5.0
+        sigma = _PLACE if slider else _ANGLE
+        sigma = sigma * (_SPEED / _PLACE if field == "velocity" else 1.0)
+        return {"init": init, "scale": step, "prior": sigma / step}
+    if field in ("position", "anchor"):
+        step = 2.0 * pixel
+        sigma = _CAMERA_PLACE if parts[0] == "camera" else _PLACE
+        return {"init": init, "scale": step, "prior": sigma / step}
+    if field == "principal_point":
+        return {"init": init, "scale": 2.0, "prior": 2.5}
     if field == "velocity":
-        return {"init": init, "scale": 10.0 * pixel}
+        return {"init": init, "scale": 10.0 * pixel, "prior": _SPEED / (10.0 * pixel)}
     if field == "angular_velocity":
-        return {"init": init, "scale": 0.5}
+        return {"init": init, "scale": 0.5, "prior": 10.0}
     if init > 0:
-        return {"init": init, "positive": True}
+        return {"init": init, "positive": True, "prior": _WEAK}
     return {"init": init, "scale": max(0.1 * abs(init), 0.01)}
 
 
@@ -376,11 +395,12 @@ def make_keyset(scene, names: Sequence[str], fit_sizes: bool = True) -> KeySet:
             )
         if path == "camera.look_at" and index is None:
             kind, own = "look_at", ["camera.look_at:pan", "camera.look_at:tilt"]
-            f = float(scene.camera.fy.detach().reshape(-1)[0])
-            params += [Param(n, {"init": 0.0, "scale": 2.0 / f}) for n in own]
+            step = 2.0 / float(scene.camera.fy.detach().reshape(-1)[0])
+            params += [Param(n, {"init": 0.0, "scale": step, "prior": _AIM / step}) for n in own]
         elif path == "camera.up" and index is None:
             kind, own = "up", ["camera.up:roll"]
-            params.append(Param(own[0], {"init": 0.0, "scale": 4.0 / scene.camera.width}))
+            step = 4.0 / scene.camera.width
+            params.append(Param(own[0], {"init": 0.0, "scale": step, "prior": _AIM / step}))
         elif value.dim() == 0 or index is not None:
             kind, own = "plain", [name]
             init = float(value if index is None else value[index])
@@ -395,6 +415,8 @@ def make_keyset(scene, names: Sequence[str], fit_sizes: bool = True) -> KeySet:
                 spec["positive"] = True
             else:
                 spec["scale"] = [s["scale"] for s in specs]
+            if all("prior" in s for s in specs):
+                spec["prior"] = [s["prior"] for s in specs]
             params.append(Param(name, spec))
         keys.append(_Key(name, path, index, value, kind, own))
     sizes = {}
@@ -404,5 +426,7 @@ def make_keyset(scene, names: Sequence[str], fit_sizes: bool = True) -> KeySet:
             body = scene.body_names[i]
             if f"bodies.{body}.size" not in sized:
                 sizes[body] = SIZE_PREFIX + body
-                params.append(Param(SIZE_PREFIX + body, {"init": 1.0, "positive": True}))
+                params.append(
+                    Param(SIZE_PREFIX + body, {"init": 1.0, "positive": True, "prior": _SIZE})
+                )
     return KeySet(keys, params, sizes, base)

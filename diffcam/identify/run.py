@@ -45,7 +45,7 @@ from .blobs import find_blobs
 from .centres import fit_centres, predicted_centres
 from .errors import IdentifyError
 from .keys import KeySet, make_keyset
-from .observation import Observation, observe
+from .observation import Observation, moving_mask, observe
 
 __all__ = ["identify", "Identification", "Settings", "Score"]
 
@@ -359,8 +359,7 @@ def _refined_plate(obs: Observation, context: _Context, values: dict) -> Observa
             enough[None, r0 : r0 + step], median.to(plate), plate[:, r0 : r0 + step]
         )
     noise = imaging.noise_level(obs.frames, plate)
-    mask = imaging.foreground_mask(obs.frames, plate)
-    return dataclasses.replace(obs, plate=plate, noise=noise, mask=mask)
+    return dataclasses.replace(obs, plate=plate, noise=noise, mask=moving_mask(obs.frames, plate))
 
 
 def _pixel_stage(context: _Context, values: dict, textures: dict, settings: Settings,
@@ -457,10 +456,12 @@ def identify(
     clock = time.perf_counter()
     blobs = find_blobs(obs.mask)
     fit_keys = [make_key(n, s, loaded.dtype) for n, s in context.fit_keys(values, False).items()]
+    # the sizes stay the file's here: a blob's area says the body's distance, given its size
+    free = [k for k in fit_keys if k.key not in keyset.sizes.values()]
     model = VideoModel(loaded, context.times, actions, None, keyset.overrides)
     try:
         centres = fit_centres(
-            model, fit_keys, fit_keys, blobs, context.bodies, budget=settings.centre_budget
+            model, fit_keys, free, blobs, context.bodies, budget=settings.centre_budget
         )
     except (SceneError, FitError) as error:
         raise IdentifyError(f"the centre stage could not run: {error}") from None

@@ -16,14 +16,14 @@ require grad; dtype and device follow the image (or points) argument.
   ``F.grid_sample``'s atomic CUDA backward).
 * ``composite_over_plate``: rendered objects over an observed background in linear light.
 * From video frames (no gradient): ``clean_plate``, ``noise_level``, ``foreground_mask``,
-  ``mean_color``.
+  ``shadow_mask``, ``mean_color``.
 """
 
 from .compositing import composite_over_plate
 from .distortion import distort_normalized, undistort_normalized
 from .parameters import Param as Param
 from .response import apply_response, invert_response
-from .video_statistics import clean_plate, foreground_mask, mean_color, noise_level
+from .video_statistics import clean_plate, foreground_mask, mean_color, noise_level, shadow_mask
 from .warping import distort_image, distortion_map, sample_bilinear
 
 __all__ = [
@@ -38,5 +38,6 @@ __all__ = [
     "clean_plate",
     "noise_level",
     "foreground_mask",
+    "shadow_mask",
     "mean_color",
 ]

@@ -1,5 +1,5 @@
 """Statistics of video frames (no gradient): `clean_plate`, `noise_level`, `foreground_mask`,
-`mean_color`."""
+`shadow_mask`, `mean_color`."""
 
 from __future__ import annotations
 
@@ -172,6 +172,47 @@ def foreground_mask(
             if dilation > 0:
                 m = F.max_pool2d(m, 2 * dilation + 1, stride=1, padding=dilation)
             out[t0 : t0 + step] = m > 0.5
+    return out
+
+
+def shadow_mask(
+    frames,
+    plate: torch.Tensor,
+    darkest: float = 0.4,
+    lightest: float = 0.95,
+    tolerance: float = 0.05,
+    block_elements: int = 1 << 24,
+) -> torch.Tensor:
+    """Pixels that look like the plate in shadow: darker by a common factor in every channel.
+
+    A shadow dims the light a surface gets, not its colour: the frame there is about ``k`` times
+    the plate with ``darkest <= k <= lightest`` in all three channels. A coloured body is not
+    (its colour differs from the wall's); a body much darker than the wall is not either (k
+    below ``darkest``). A grey body a little darker than a grey wall is indistinguishable from a
+    shadow by colour alone and is marked as one.
+
+    Args:
+        frames: (T, 3, H, W) tensor or sequence of (3, H, W) frames, as in `clean_plate`.
+        plate: (3, H, W) background (`clean_plate`).
+        darkest, lightest: the range of the dimming factor k.
+        tolerance: how far (relative to the plate's brightness) the frame may be from k x plate.
+        block_elements: memory bound, in values, of one block of frames.
+
+    Returns:
+        (T, 1, H, W) bool.
+    """
+    c, h, w = plate.shape[-3:]
+    plate = plate.reshape(1, c, h, w)
+    t = len(frames)
+    step = max(1, block_elements // (c * h * w))
+    out = torch.empty((t, 1, h, w), dtype=torch.bool, device=plate.device)
+    power = plate.square().sum(1, keepdim=True).clamp_min(1e-6)
+    with torch.no_grad():
+        for t0 in range(0, t, step):
+            block = _frame_block(frames, range(t0, min(t, t0 + step))).to(plate)
+            k = (block * plate).sum(1, keepdim=True) / power
+            off = (block - k * plate).square().sum(1, keepdim=True) / power
+            out[t0 : t0 + step] = (k >= darkest) & (k <= lightest) & (off <= tolerance**2)
     return out
 
 
