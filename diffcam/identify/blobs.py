@@ -25,11 +25,21 @@ class Blobs:
             covers x in [j, j + 1], y in [i, i + 1]).
         area: (T, K) pixels; 0 where a frame has fewer than K blobs.
         count: (T,) blobs per frame (at most K).
+        labels: (T, H, W) int16, each pixel's blob (its index k in that frame), -1 for none.
     """
 
     centre: torch.Tensor
     area: torch.Tensor
     count: torch.Tensor
+    labels: torch.Tensor
+
+    def pixels_of(self, chosen: torch.Tensor) -> torch.Tensor:
+        """(T, 1, H, W) bool: the pixels of the blobs ``chosen`` (T, D) long (-1 = none)."""
+        hit = torch.zeros_like(self.labels, dtype=torch.bool)
+        for d in range(chosen.shape[1]):
+            pick = chosen[:, d, None, None]
+            hit |= (self.labels == pick) & (pick >= 0)
+        return hit[:, None]
 
     @property
     def radius(self) -> torch.Tensor:
@@ -73,8 +83,9 @@ def find_blobs(mask: torch.Tensor, most: int = 16, min_area: int = 2) -> Blobs:
     centre = torch.zeros(t, most, 2, dtype=torch.float64, device=device)
     area = torch.zeros(t, most, dtype=torch.float64, device=device)
     count = torch.zeros(t, dtype=torch.long, device=device)
+    ranks = torch.full((t, h, w), -1, dtype=torch.int16, device=device)
     if not bool(mask.any()):
-        return Blobs(centre, area, count)
+        return Blobs(centre, area, count, ranks)
     labels = _labels(mask)
     picked = labels[mask]
     unique, inverse = torch.unique(picked, return_inverse=True)
@@ -83,16 +94,15 @@ def find_blobs(mask: torch.Tensor, most: int = 16, min_area: int = 2) -> Blobs:
     xs = torch.bincount(inverse, pixels[:, 2].double() + 0.5, len(unique)) / sizes
     ys = torch.bincount(inverse, pixels[:, 1].double() + 0.5, len(unique)) / sizes
     frame = torch.div(unique, h * w, rounding_mode="floor")
-    keep = sizes >= min_area
-    frame, sizes, xs, ys = frame[keep], sizes[keep], xs[keep], ys[keep]
-    # largest first within each frame: sort by (frame, -area)
-    order = torch.argsort(frame.double() * (h * w + 1) - sizes)
-    frame, sizes, xs, ys = frame[order], sizes[order], xs[order], ys[order]
-    starts = torch.searchsorted(frame, torch.arange(t, device=device))
-    rank = torch.arange(len(frame), device=device) - starts[frame]
-    kept = rank < most
-    frame, rank = frame[kept], rank[kept]
-    area[frame, rank] = sizes[kept]
-    centre[frame, rank] = torch.stack([xs[kept], ys[kept]], -1)
-    count = torch.bincount(frame, minlength=t).clamp_max(most)
-    return Blobs(centre, area, count)
+    # largest first within each frame: sort by (frame, -area); too small ones rank last
+    small = sizes < min_area
+    order = torch.argsort(frame.double() * (h * w + 1) - torch.where(small, 0.0, sizes))
+    starts = torch.searchsorted(frame[order], torch.arange(t, device=device))
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(len(order), device=device) - starts[frame[order]]
+    kept = (rank < most) & ~small
+    area[frame[kept], rank[kept]] = sizes[kept]
+    centre[frame[kept], rank[kept]] = torch.stack([xs[kept], ys[kept]], -1)
+    count = torch.bincount(frame[kept], minlength=t).clamp_max(most)
+    ranks[mask] = torch.where(kept, rank, -1)[inverse].to(torch.int16)
+    return Blobs(centre, area, count, ranks)

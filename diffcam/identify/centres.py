@@ -36,7 +36,7 @@ from ..fit.keys import FitKey
 from ..fit.optimizers import Problem, Refused, levenberg_marquardt
 from .blobs import Blobs
 
-__all__ = ["CentreFit", "fit_centres", "predicted_centres"]
+__all__ = ["CentreFit", "fit_centres", "match_blobs", "predicted_centres"]
 
 _DIFFERENCE_STEP = {torch.float32: 1e-3, torch.float64: 1e-6}  # raw units
 _GATE = 8.0  # a match farther than this many loss scales is no match
@@ -54,6 +54,7 @@ class CentreFit:
         error_px: the median distance (px) between a matched body's projected centre and its
             blob's centroid at the end.
         stages: per horizon, its frames, loss scale (px), evaluations, loss and status.
+        blobs: (T, D) the blob each body is matched to in each frame at the end, -1 for none.
     """
 
     status: str
@@ -61,6 +62,7 @@ class CentreFit:
     matched: float
     error_px: float
     stages: list[dict]
+    blobs: torch.Tensor
 
 
 def predicted_centres(model, keys: Sequence[FitKey], trainable, rows, bodies, horizon):
@@ -218,23 +220,30 @@ class _Centres:
         cost = float(primal.square().sum() + prior.square().sum())
         return NormalEquations(cost / count, jtj, jtr, frame_jtr, cost, count)
 
-    def matches(self) -> tuple[float, float]:
-        """(fraction of (frame, body) pairs matched, median matched distance in px)."""
+    def matches(self) -> tuple[torch.Tensor, float]:
+        """(the blob each body is matched to per frame, (T', D) long, -1 for none; the median
+        matched distance in px)."""
         centres, radius, depth = self.evaluate(self.raw()[None])
         matched = self.match(centres[0], radius[0], depth[0])
         has = matched >= 0
         if not bool(has.any()):
-            return 0.0, math.inf
+            return matched, math.inf
         index = matched.clamp_min(0)
         blob = torch.gather(self.centre, 1, index[..., None].expand(*index.shape, 2))
         distance = (blob - centres[0]).norm(dim=-1)[has]
-        return float(has.double().mean()), float(distance.median())
+        return matched, float(distance.median())
 
 
 def _charbonnier(norm: torch.Tensor) -> torch.Tensor:
     """The factor that makes a residual of length ``norm`` (in loss scales) a Charbonnier
     one: squared, 2 (sqrt(1 + norm^2) - 1), quadratic near 0 and growing like 2 norm."""
     return torch.sqrt(2.0 / (torch.sqrt(1.0 + norm.square()) + 1.0))
+
+
+def match_blobs(model, keys, blobs: Blobs, bodies, scale: float) -> torch.Tensor:
+    """(T, D) the blob each body is matched to in each frame at the keys' values, -1 for
+    none (nearer than a few loss ``scale`` (px) and of a plausible area)."""
+    return _Centres(model, keys, keys, blobs, bodies, model.frame_count, scale).matches()[0]
 
 
 def _horizons(times: torch.Tensor, first: float) -> list[int]:
@@ -312,8 +321,8 @@ def fit_centres(
             "loss": min(losses, default=math.nan), "status": status,
         })  # fmt: skip
     final = _Centres(model, keys, trainable, blobs, bodies, spans[-1], scales[1])
-    matched, error = final.matches()
-    return CentreFit(status, used, matched, error, stages)
+    blob, error = final.matches()
+    return CentreFit(status, used, float((blob >= 0).double().mean()), error, stages, blob)
 
 
 def _unused() -> float:

@@ -42,7 +42,7 @@ from ..fit.model import VideoModel
 from ..formation import ImageModel, crop
 from .appearance import estimate_textures, texture_size
 from .blobs import find_blobs
-from .centres import fit_centres, predicted_centres
+from .centres import fit_centres, match_blobs, predicted_centres
 from .errors import IdentifyError
 from .keys import KeySet, make_keyset
 from .observation import Observation, moving_mask, observe
@@ -235,6 +235,24 @@ class _Context:
         self.bodies = list(scene._dynamic)
         self.times = observation.times.to(scene.dtype)
         self.exposure = exposure
+        self.clean = torch.ones(len(observation), dtype=torch.bool)
+        self.body_mask = observation.mask
+
+    def match(self, values: dict) -> None:
+        """Find each body's blob in each frame at ``values``: the frames where every body has
+        a blob of its own (``clean``: no hand, person or other body merged with it) and the
+        pixels of those blobs (``body_mask``), which the scores and the silhouette term use
+        there instead of everything that moves."""
+        keys = [make_key(n, s, self.scene.dtype) for n, s in self.fit_keys(values, False).items()]
+        model = VideoModel(self.scene, self.times, self.actions, None, self.keyset.overrides)
+        blobs = find_blobs(self.obs.mask)
+        chosen = match_blobs(model, keys, blobs, self.bodies, max(1.0, self.obs.size[0] / 160))
+        self.clean = (chosen >= 0).all(1)
+        if not bool(self.clean.any()):
+            self.clean = torch.ones_like(self.clean)
+        self.body_mask = torch.where(
+            self.clean[:, None, None, None], blobs.pixels_of(chosen), self.obs.mask
+        )
 
     def to_overrides(self, textures: dict):
         fixed = {f"bodies.{n}.texture": t for n, t in textures.items()}
@@ -308,11 +326,12 @@ class _Context:
         model, built = self.built(values, textures, silhouettes=1.0)
         total = len(self.times)
         windows = model.windows(built, total, 4.0)
-        frames, plate, mask = self.obs.frames, self.obs.plate, self.obs.mask
+        frames, plate, mask = self.obs.frames, self.obs.plate, self.body_mask
         fitted = empty = inter = union = 0.0
+        clean = torch.nonzero(self.clean).flatten()
         with torch.no_grad():
-            for start in range(0, total, chunk):
-                index = slice(start, min(total, start + chunk))
+            for start in range(0, len(clean), chunk):
+                index = clean[start : start + chunk]
                 part = windows[index]
                 out = model.frames(built, index, windows=part, edge_softness=0.5)[:, 0]
                 seen = crop(frames[index], part)[:, 0].to(out)
@@ -371,7 +390,8 @@ def _pixel_stage(context: _Context, values: dict, textures: dict, settings: Sett
     index = _spread(len(obs), settings.pixel_frames)
     if horizon is not None:
         index = index[: max(4, len(index) * horizon // len(obs))]
-    frames, mask, times = obs.frames[index], obs.mask[index], context.times[index]
+    mask = context.body_mask if observation is None else obs.mask
+    frames, mask, times = obs.frames[index], mask[index], context.times[index]
     import warnings
 
     with warnings.catch_warnings():
@@ -473,6 +493,7 @@ def identify(
     clock = time.perf_counter()
     obs = _refined_plate(obs, context, after_centres)
     context.obs = obs
+    context.match(after_centres)
     start_textures = context.textures(values)
     start_score = context.score(values, start_textures)
     stages.append(_stage("start", 0, 0.0, start_score))
