@@ -99,9 +99,9 @@ class RenderBuffers(NamedTuple):
     """image (B, 3, H, W) in [0, 1]; depth (B, 1, H, W) camera-z depth in metres (0 on the
     background, the layer's depth where a ``background_depth`` layer shows); object_id
     (B, H, W) long, the primitive index, -1 on the background (and where a layer shows);
-    coverage (B, 1, H, W) in [0, 1], how much of each pixel the primitives cover (the soft
-    silhouettes' accumulated opacity, differentiable; with hard edges 1 where a primitive
-    wins, averaged over the samples when supersampling). Rendered over a black background,
+    coverage (B, 1, H, W) in [0, 1], how much of each pixel the primitives cover (with soft or
+    antialiased edges their accumulated opacity, differentiable; with hard edges 1 where a
+    primitive wins; averaged over the samples when supersampling). Rendered over a black background,
     ``image`` is the primitives' colour premultiplied by ``coverage``."""
 
     image: torch.Tensor
@@ -200,8 +200,8 @@ def render_buffers(
             rendered once with ``camera.scaled(s)``, ``supersample=1``): a sample shows the
             nearest primitive only where it is nearer than the layer, otherwise the layer,
             whose depth it also returns (object id -1). With soft or antialiased edges the
-            layer is the opaque back at its depth: primitives behind it are hidden. Gradients flow
-            to the layer's image and depth where it shows; the choice of what shows is
+            layer is the opaque back at its depth: primitives behind it are hidden. Gradients
+            flow to the layer's image and depth where it shows; the choice of what shows is
             piecewise constant.
         color_transform: optional (B|1, K, 3, 4) affine colour map per image and primitive:
             primitive k shows in image b the colour ``clamp(T[:, :3] @ c + T[:, 3], 0, 1)``
