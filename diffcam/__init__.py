@@ -20,6 +20,8 @@ from .policy import pixel_rollout as pixel_rollout
 from .policy import policy_rollout as policy_rollout
 from .policy import push_frame as push_frame
 from .primitives import Primitive as Primitive
+from .render import ANTIALIAS as ANTIALIAS
+from .render import DEFAULT_EDGE_SOFTNESS as DEFAULT_EDGE_SOFTNESS
 from .render import Lighting as Lighting
 from .render import RenderBuffers as RenderBuffers
 from .render import render as render

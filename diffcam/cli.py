@@ -89,7 +89,10 @@ def _view_frame(scene, state, view: str, supersample: int, mipmap: bool) -> torc
     """One video frame (3, H', W') for a state of batch B."""
     from . import debug
 
-    out = scene.render_buffers(state, supersample=supersample, mipmap=mipmap)
+    # Hard edges on purpose (not the renderer's antialiased default): a video wants no
+    # gradient, supersampling already antialiases its edges, mip-mapping needs hard edges,
+    # and the hard render is the fastest.
+    out = scene.render_buffers(state, supersample=supersample, mipmap=mipmap, edge_softness=0.0)
     n = len(scene.body_names)
     if view in ("rgb", "tiled"):
         imgs = out.image

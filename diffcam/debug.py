@@ -11,6 +11,10 @@ top), so their outputs go straight into `diffcam.write_video` or an image viewer
     marked = draw_points(out.image, scene.project_bodies(state))
 
 Nothing here is differentiable on purpose: these are for looking, computed without grad.
+The render in the example is the default one, antialiased edges (``edge_softness=0`` for the
+hard render): its ``object_id`` and ``depth`` are the hard winner's either way, and a
+`gradient_heatmap` of a loss through it shows what the pose gradient sees, silhouettes
+included.
 """
 
 from __future__ import annotations

@@ -270,7 +270,9 @@ def render_video(
         with_coverage: also return the bodies' coverage.
         windows: only these pixels of each frame (`body_windows`); needs a ``plate`` (outside
             the windows the frame is the plate).
-        render_kwargs: passed to `Scene.render_states` (``edge_softness``, ``supersample``...).
+        render_kwargs: passed to `Scene.render_states` (``edge_softness``, ``supersample``...);
+            the renderer's defaults otherwise (antialiased edges: a fit's gradient sees the
+            silhouettes).
 
     Returns:
         (T, B, 3, H, W) camera output ((T, B, 3, h, w) with windows), differentiable in the

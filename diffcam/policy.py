@@ -20,6 +20,8 @@ from torch.utils.checkpoint import checkpoint
 
 import physics
 
+from .render.api import DEFAULT_EDGE_SOFTNESS
+
 __all__ = [
     "Observer",
     "PixelPolicy",
@@ -308,7 +310,7 @@ def policy_rollout(
 
 
 def pixel_observer(
-    scene, frames: int = 3, edge_softness: float = 0.0, downsample: int = 1
+    scene, frames: int = 3, edge_softness: float | str = DEFAULT_EDGE_SOFTNESS, downsample: int = 1
 ) -> Observer:
     """An `Observer` that renders the scene: observation and memory are the frame stack
     (B, 3k, H / d, W / d), the record is the new frame (B, 3, H / d, W / d).
@@ -316,7 +318,11 @@ def pixel_observer(
     Args:
         scene: a `diffcam.Scene`.
         frames: k, frames in the stack the policy sees.
-        edge_softness: passed to the renderer (pixels); > 0 gives silhouette gradients.
+        edge_softness: passed to the renderer: by default antialiased edges (the renderer's
+            default, `diffcam.DEFAULT_EDGE_SOFTNESS`), whose gradient sees silhouettes
+            move, as the policy's BPTT gradient through the frames should; sigma > 0 px for
+            soft silhouettes; 0 for hard edges (faster; the frames then pass gradients
+            through textures and shading only).
         downsample: d; each frame is rendered at the camera's resolution, then averaged over
             d x d pixel blocks (differentiable) before it joins the stack, once per frame.
     """
@@ -354,7 +360,7 @@ def pixel_rollout(
     frames: int = 3,
     gradient_decay: float = 1.0,
     checkpoint_every: int | None = None,
-    edge_softness: float = 0.0,
+    edge_softness: float | str = DEFAULT_EDGE_SOFTNESS,
 ) -> PixelRollout:
     """Simulate ``steps`` physics steps with a controller that sees only rendered frames.
 

@@ -146,7 +146,11 @@ def render(theta: torch.Tensor, states) -> tuple[torch.Tensor, torch.Tensor]:
         torch.broadcast_tensors(xs[None, :], ys[:, None], torch.ones(H, W, dtype=DTYPE)), -1
     )
     for state in states:
-        buffers = scene.render_buffers(state, mipmap=True, supersample=SUPERSAMPLE)
+        # hard edges (not the default antialiased ones): mip-mapping needs them, and the
+        # supersampling antialiases the images
+        buffers = scene.render_buffers(
+            state, mipmap=True, supersample=SUPERSAMPLE, edge_softness=0.0
+        )
         depth = buffers.depth[0, 0]  # (H, W) camera z (m), 0 on the background
         local = rays * depth[..., None].where(depth[..., None] > 0, torch.nan)
         points.append(local @ cam.rotation[0].T + cam.translation[0])  # world_from_camera

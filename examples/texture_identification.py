@@ -85,7 +85,8 @@ def coverage(
     batched = None if actions is None else actions[:, None, :].to(dtype)
     trajectory = scene.rollout(steps, actions=batched)
     total = sum(
-        scene.render(trajectory[t], lighting=None)[:, 0].sum()
+        # hard edges (not the default): the seen texels of the hard-edged observed frames
+        scene.render(trajectory[t], lighting=None, edge_softness=0.0)[:, 0].sum()
         for t in range(0, steps + 1, frame_every)
     )
     (grad,) = torch.autograd.grad(total, ones)
@@ -127,9 +128,10 @@ def main(argv=None) -> dict:
     actions = push_sequence((n_frames - 1) * every)
     truth = diffcam.load_scene(SCENE).textures[TEXTURE]
     with torch.no_grad():
-        observed = diffcam.render_rollout(
-            SCENE, None, actions[:, None, :], actions.shape[0], frame_every=every
-        )
+        observed = diffcam.render_rollout(  # hard-edged, as measured (README)
+            SCENE, None, actions[:, None, :], actions.shape[0], frame_every=every,
+            edge_softness=0.0,
+        )  # fmt: skip
     cover = coverage(SCENE, TEXTURE, actions, frame_every=every)
     seen, touched = cover >= 1.0, cover > 0
 

@@ -19,6 +19,7 @@ from gymnasium.vector.utils import batch_space
 import physics
 
 from ..errors import SceneError
+from ..render.api import DEFAULT_EDGE_SOFTNESS
 from .tasks import SceneTask
 
 __all__ = ["OBS_MODES", "SceneVectorEnv"]
@@ -107,7 +108,11 @@ class SceneVectorEnv(VectorEnv):
             no autograd graph (what PPO / SAC code expects). True: they behave like
             `step_tensors` / `reset_tensors`.
         downsample: pixel observations are averaged over d x d blocks of the camera's image.
-        edge_softness: renderer silhouette softness in pixels for the pixel observations.
+        edge_softness: how the pixel observations (and `render`'s frames) draw silhouettes,
+            as in `diffcam.render`: antialiased edges by default (the renderer's default), so
+            that the tensor mode's gradients see silhouettes move and both modes observe
+            the same images; 0 for hard edges (faster where no gradient is wanted, e.g. a
+            numpy-mode RL run); sigma > 0 px for soft silhouettes.
         overrides: scene overrides (`diffcam.load_scene`).
         dtype, device: of the simulation (numpy observations are float32 or uint8 whatever
             the dtype).
@@ -128,8 +133,9 @@ class SceneVectorEnv(VectorEnv):
     (B, D), pixels (B, 3, H, W) float in [0, 1] (diffcam's image layout), both a dict; reward
     (B,) in the scene's dtype; terminated / truncated (B,) bool. Gradients reach the actions,
     the starting state and every scene parameter through each step (call `detach` to cut
-    the graph, e.g. for truncated BPTT). Pixel gradients follow the renderer's rules: set
-    ``edge_softness > 0`` for gradients through silhouettes.
+    the graph, e.g. for truncated BPTT). Pixel gradients follow the renderer's rules: the
+    default antialiased edges pass gradients through silhouettes (``edge_softness=0``, hard
+    edges, does not).
 
     One env step holds the action for ``task.control_every`` physics steps; the reward is the
     task's for those steps. An episode is truncated after ``task.max_episode_steps`` env steps
@@ -171,7 +177,7 @@ class SceneVectorEnv(VectorEnv):
         task: SceneTask | None = None,
         differentiable: bool = False,
         downsample: int = 1,
-        edge_softness: float = 0.0,
+        edge_softness: float | str = DEFAULT_EDGE_SOFTNESS,
         overrides: dict | None = None,
         dtype: torch.dtype = torch.float32,
         device=None,
@@ -207,7 +213,9 @@ class SceneVectorEnv(VectorEnv):
         self.obs_mode = obs
         self.differentiable = bool(differentiable)
         self.downsample = downsample
-        self.edge_softness = float(edge_softness)
+        self.edge_softness = (
+            edge_softness if isinstance(edge_softness, str) else float(edge_softness)
+        )
         self.render_mode = render_mode
         self.num_envs = self.scene.batch_size
         self.metadata = {

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..render.silhouettes import _SOFT_TAIL
+from ..render.api import DEFAULT_EDGE_SOFTNESS, edge_reach
 from .keys import FitKey, prior_residuals
 from .model import VideoModel
 from .objective import Target
@@ -62,7 +62,8 @@ class Plan:
     def margin(self, dtype: torch.dtype) -> float:
         """Pixels around a body that its soft silhouette reaches (and a bit for AA): soft
         coverage is exactly 0 beyond the renderer's cut, so windows this wide lose nothing."""
-        return _SOFT_TAIL[dtype] * float(self.render.get("edge_softness", 0.0)) + 2.0
+        softness = self.render.get("edge_softness", DEFAULT_EDGE_SOFTNESS)
+        return edge_reach(softness, dtype) + 2.0
 
 
 @dataclasses.dataclass

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ..formation import ImageModel, body_windows, render_video
+from ..render.api import DEFAULT_EDGE_SOFTNESS
 
 __all__ = ["VideoModel", "Built", "render_rollout", "POSITION_OFFSET", "VELOCITY_OFFSET"]
 
@@ -262,7 +263,7 @@ def render_rollout(
     steps: int,
     *,
     dtype: torch.dtype = torch.float32,
-    edge_softness: float = 0.0,
+    edge_softness: float | str = DEFAULT_EDGE_SOFTNESS,
     position_offset: torch.Tensor | None = None,
     velocity_offset: torch.Tensor | None = None,
     frame_every: int = 1,
@@ -277,7 +278,8 @@ def render_rollout(
         actions: (steps, 1, n_actuators) or (steps, n_actuators) actions, or None.
         steps: physics steps.
         dtype: scene dtype.
-        edge_softness: silhouette softness in pixels (0 = hard edges).
+        edge_softness: as in `diffcam.render` (default antialiased edges; 0 = hard edges,
+            sigma > 0 = soft silhouettes of sigma px).
         position_offset, velocity_offset: optional (N, 3) additions (m, m/s) to the initial
             positions and linear velocities of the bodies.
         frame_every: render every this many physics steps.

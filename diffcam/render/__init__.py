@@ -16,9 +16,10 @@ Pipeline, split at the rasterise / shade boundary:
    mip levels from ``mipmap``) times the Lambert factor (``shading``), over the background
    (``background``: a colour, a texture, or a pre-rendered layer with its depth).
 
-Soft edges (``edge_softness > 0``): ``silhouettes`` composites every primitive's coverage and
-colour front to back inside per-primitive pixel windows (``reach``). Three autograd nodes with
-hand-written backward passes carry most of its per-sample work: the box and rectangle edge
+Soft and antialiased edges (``edge_softness > 0``, or ``"antialias"``, the default):
+``silhouettes`` composites every primitive's coverage and colour front to back inside
+per-primitive pixel windows (``reach``). Three autograd nodes with hand-written backward
+passes carry most of its per-sample work: the box and rectangle edge
 distance (``edges``), one texture sample of every soft sample (``sampling``) and the
 compositing (``composite``); forward-mode AD and functorch transforms take their
 autograd-recorded references (tests/diffcam/test_soft_fast.py checks they agree).
@@ -43,6 +44,20 @@ scatters run without atomics, each block into its own buffer, summed in a fixed 
 CUDA the scatters use atomic adds, so their summation order may vary between runs.
 """
 
-from .api import Lighting, RenderBuffers, render, render_buffers
+from .api import (
+    ANTIALIAS,
+    DEFAULT_EDGE_SOFTNESS,
+    Lighting,
+    RenderBuffers,
+    render,
+    render_buffers,
+)
 
-__all__ = ["render", "render_buffers", "Lighting", "RenderBuffers"]
+__all__ = [
+    "render",
+    "render_buffers",
+    "Lighting",
+    "RenderBuffers",
+    "DEFAULT_EDGE_SOFTNESS",
+    "ANTIALIAS",
+]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -20,9 +21,53 @@ from .hits import hard_hits
 from .mipmap import texture_levels
 from .planar import _tables
 from .sampling import sample_quad
-from .silhouettes import _soft
+from .silhouettes import EdgeProfile, _soft
 
-__all__ = ["render", "render_buffers", "Lighting", "RenderBuffers"]
+__all__ = [
+    "render",
+    "render_buffers",
+    "Lighting",
+    "RenderBuffers",
+    "DEFAULT_EDGE_SOFTNESS",
+    "ANTIALIAS",
+]
+
+#: ``edge_softness="antialias"``: antialiased edges. Each pixel's coverage by a primitive is
+#: ``clamp(0.5 + d, 0, 1)`` of its centre's signed distance d (px, > 0 inside) to the
+#: primitive's silhouette: a pixel-sized box filter of the edge (exact for an edge parallel
+#: to a pixel side). The image looks hard-edged (a one-pixel ramp at each silhouette; every
+#: pixel half a pixel or more inside a silhouette is the hard render's), and its gradient sees
+#: the silhouettes move (docs/decisions/antialiased-default.md).
+ANTIALIAS = "antialias"
+
+#: The default ``edge_softness`` of `render`, `render_buffers` and `Scene.render`,
+#: `Scene.render_buffers`, `Scene.render_states`: antialiased edges (`ANTIALIAS`), whose
+#: gradient sees silhouettes move. ``edge_softness=0`` is the exact hard render (and the
+#: fastest: no per-primitive soft samples, the compiled ``backend`` and ``mipmap`` apply);
+#: the default's image is the same whether gradients are enabled or not.
+DEFAULT_EDGE_SOFTNESS = ANTIALIAS
+
+
+def edge_profile(edge_softness, supersample: int = 1) -> EdgeProfile | None:
+    """The coverage profile of ``edge_softness`` at the sampling resolution (``supersample``
+    samples per pixel and axis): None for hard edges (``<= 0``); a sigmoid of sigma
+    ``edge_softness * supersample`` samples; or (`ANTIALIAS`) the ramp over one sample."""
+    if isinstance(edge_softness, str):
+        if edge_softness != ANTIALIAS:
+            raise ValueError(
+                f"render: edge_softness must be a number (px) or {ANTIALIAS!r}, "
+                f"got {edge_softness!r}"
+            )
+        return EdgeProfile(1.0, ramp=True)
+    sigma = float(edge_softness) * int(supersample)
+    return EdgeProfile(sigma) if sigma > 0 else None
+
+
+def edge_reach(edge_softness, dtype) -> float:
+    """How far (output px) outside a silhouette ``edge_softness`` makes a primitive show."""
+    profile = edge_profile(edge_softness)
+    return 0.0 if profile is None else profile.margin(dtype)
+
 
 # the reference path, and the fast path for scenes of rectangles and planes
 BACKENDS = ("eager", "compile")
@@ -54,9 +99,9 @@ class RenderBuffers(NamedTuple):
     """image (B, 3, H, W) in [0, 1]; depth (B, 1, H, W) camera-z depth in metres (0 on the
     background, the layer's depth where a ``background_depth`` layer shows); object_id
     (B, H, W) long, the primitive index, -1 on the background (and where a layer shows);
-    coverage (B, 1, H, W) in [0, 1], how much of each pixel the primitives cover (the soft
-    silhouettes' accumulated opacity, differentiable; with hard edges 1 where a primitive
-    wins, averaged over the samples when supersampling). Rendered over a black background,
+    coverage (B, 1, H, W) in [0, 1], how much of each pixel the primitives cover (with soft or
+    antialiased edges their accumulated opacity, differentiable; with hard edges 1 where a
+    primitive wins; averaged over the samples when supersampling). Rendered over a black background,
     ``image`` is the primitives' colour premultiplied by ``coverage``."""
 
     image: torch.Tensor
@@ -71,7 +116,7 @@ def render(
     rotation: torch.Tensor,
     position: torch.Tensor,
     background=None,
-    edge_softness: float = 0.0,
+    edge_softness: float | str = DEFAULT_EDGE_SOFTNESS,
     supersample: int = 1,
     lighting: Lighting | None = None,
     mipmap: bool = False,
@@ -94,7 +139,7 @@ def render_buffers(
     rotation: torch.Tensor,
     position: torch.Tensor,
     background=None,
-    edge_softness: float = 0.0,
+    edge_softness: float | str = DEFAULT_EDGE_SOFTNESS,
     supersample: int = 1,
     lighting: Lighting | None = None,
     mipmap: bool = False,
@@ -113,15 +158,28 @@ def render_buffers(
         background: colour (3,), one colour per image (B, 3), texture (3, Ht, Wt) mapped
             over the whole image (v up), or an image (B|1, 3, s*H, s*W) at the sampling
             resolution (s = ``supersample``), used sample for sample; default light grey 0.9.
-        edge_softness: sigma in (output) pixels of the soft silhouettes; 0 = hard edges
-            (exactly the hard render, and no (B, K, H, W) autograd graph).
+        edge_softness: how silhouette edges are drawn, and so whether the gradient sees
+            silhouettes move. ``"antialias"`` (`DEFAULT_EDGE_SOFTNESS`): antialiased edges,
+            a primitive's coverage of a pixel ``clamp(0.5 + d, 0, 1)`` of the pixel centre's
+            signed silhouette distance d (px), composited front to back: looks hard-edged,
+            and its gradient agrees with finite differences of the image at steps of a
+            fraction of a pixel (with supersampling: one sample wide). A number sigma > 0:
+            soft silhouettes ``sigmoid(d / sigma)``, sigma in (output) pixels (wide ones for
+            fitting from far off, as `diffcam.fit_scene`'s schedule does). 0: hard edges,
+            exactly the hard render (and no per-primitive autograd graph); its gradient is
+            the exact derivative of a hard-edged image, which does not see silhouettes
+            move (only textures and shading), so it can point the wrong way for a loss that
+            silhouettes dominate. Use 0 where no gradient is wanted and speed matters (a
+            video), or for exact ids and pixel values. The default renders the same image
+            with and without gradients enabled.
         supersample: s, renders s x s samples per pixel and box-filters them. ``depth`` and
             ``object_id`` are taken from sample (s // 2, s // 2) of each pixel (its centre for
             odd s).
         lighting: optional :class:`Lighting` (Lambert shading), one for every image or one
             per image; None = unlit texture colour.
         mipmap: trilinear mip-mapping with a per-pixel level from screen-space (u, v)
-            differences (hard-edge path only), so that minified textures do not alias.
+            differences, so that minified textures do not alias. Hard edges only
+            (``edge_softness=0``): soft and antialiased edges sample level 0.
         max_chunk_elements: bound on B * K * rows * W per chunk of the per-primitive passes;
             soft edges keep their per-sample graph for the backward up to about 32 such
             chunks (1 GiB of float32 by default) and recompute it in the backward beyond.
@@ -130,7 +188,8 @@ def render_buffers(
             hand-written backward through ``torch.compile``, several times faster than eager
             for scenes of rectangles and planes, after a one-off compilation of seconds to
             tens of seconds per scene structure and image size). "compile" applies to hard
-            edges without mip-mapping when every primitive is a rectangle or a plane; other
+            edges (``edge_softness=0``, not the default) without mip-mapping when every
+            primitive is a rectangle or a plane; other
             scenes and settings take the reference path (compiled autograd of curved
             primitives was slower than eager). On Linux,
             `diffcam.allocator.keep_freed_memory()` makes repeated large renders faster still
@@ -140,9 +199,9 @@ def render_buffers(
             The background then acts as a pre-rendered opaque layer (e.g. static scenery
             rendered once with ``camera.scaled(s)``, ``supersample=1``): a sample shows the
             nearest primitive only where it is nearer than the layer, otherwise the layer,
-            whose depth it also returns (object id -1). With ``edge_softness > 0`` the layer
-            is the opaque back at its depth: primitives behind it are hidden. Gradients flow
-            to the layer's image and depth where it shows; the choice of what shows is
+            whose depth it also returns (object id -1). With soft or antialiased edges the
+            layer is the opaque back at its depth: primitives behind it are hidden. Gradients
+            flow to the layer's image and depth where it shows; the choice of what shows is
             piecewise constant.
         color_transform: optional (B|1, K, 3, 4) affine colour map per image and primitive:
             primitive k shows in image b the colour ``clamp(T[:, :3] @ c + T[:, 3], 0, 1)``
@@ -171,6 +230,13 @@ def _draw(camera, primitives, rotation, position, background, edge_softness, sup
         raise ValueError(f"render: backend must be 'eager' or 'compile', got {backend!r}")
     s = int(supersample)
     cam = camera.scaled(s) if s > 1 else camera
+    edge = edge_profile(edge_softness, s)
+    if mipmap and edge is not None:
+        warnings.warn(
+            "render: mipmap applies to hard edges (edge_softness=0) only; soft and "
+            f"antialiased edges (edge_softness={edge_softness!r}) sample textures unfiltered",
+            stacklevel=3,
+        )
     frame = make_frame(cam, primitives, rotation, position, lighting, color_transform)
     transform = checked_transform(color_transform, frame.B, frame.K, frame.o.dtype, frame.o.device)
     img, depth, oid, coverage = _render(
@@ -178,7 +244,7 @@ def _draw(camera, primitives, rotation, position, background, edge_softness, sup
         primitives,
         background,
         background_depth,
-        float(edge_softness) * s,
+        edge,
         mipmap,
         max_chunk_elements,
         backend,
@@ -206,7 +272,7 @@ def _render(
     prims,
     background,
     background_depth,
-    sigma,
+    edge,
     mipmap,
     max_chunk,
     backend,
@@ -214,13 +280,14 @@ def _render(
     transform=None,
 ):
     """(image (B, 3, H, W), depth (B, 1, H, W), object id (B, H, W), coverage (B, 1, H, W) or
-    None for hard edges) at the sampling resolution; ``sigma`` in samples; ``transform``
+    None for hard edges) at the sampling resolution; ``edge`` the soft or antialiased edges'
+    :class:`EdgeProfile` (samples), None for hard edges; ``transform``
     the checked (B|1, K, 3, 4) colour transform or None. Without ``buffers`` the soft path
     may return None for depth, object id and coverage."""
     B, H, W = frame.B, frame.H, frame.W
     dtype, device = frame.o.dtype, frame.o.device
     fast = (
-        sigma <= 0
+        edge is None
         and not mipmap
         and backend == "compile"
         and frame.planar_only
@@ -234,18 +301,18 @@ def _render(
     )
     bg = _background(background, B, H, W, dtype, device)
     w0 = _layer_inverse_depth(background, background_depth, B, H, W, dtype, device)
-    if sigma > 0:
-        return _render_soft(frame, atlas, bg, w0, sigma, max_chunk, buffers, transform)
+    if edge is not None:
+        return _render_soft(frame, atlas, bg, w0, edge, max_chunk, buffers, transform)
     if fast:
         return _render_fast(frame, atlas, bg, w0)
     return _render_eager(frame, atlas, bg, w0, mipmap, max_chunk, buffers, transform)
 
 
-def _render_soft(frame: Frame, atlas, bg, w0, sigma, max_chunk, buffers: bool, transform):
-    """Soft edges: the composited image and coverage, and (``buffers``) the depth (with
-    gradients) and object id of the hard winner, found among the same samples."""
+def _render_soft(frame: Frame, atlas, bg, w0, edge, max_chunk, buffers: bool, transform):
+    """Soft or antialiased edges: the composited image and coverage, and (``buffers``) the
+    depth (with gradients) and object id of the hard winner, found among the same samples."""
     B, H, W = frame.B, frame.H, frame.W
-    out = _soft(frame, atlas, bg, sigma, max_chunk, w0, buffers, transform)
+    out = _soft(frame, atlas, bg, edge, max_chunk, w0, buffers, transform)
     img = out.image.view(B, 3, H, W)
     if not buffers:
         return img, None, None, None

@@ -73,15 +73,20 @@ def local_rays(A, dxp, dyp, pix, W: int) -> Vec:
     return Vec(*comps)
 
 
-def soft_geometry(code: int, o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only=False):
+def soft_geometry(
+    code: int, o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only=False, face_misses=False
+):
     """:class:`SoftGeometry` of primitive kind ``code`` seen from local camera centre ``o``
     along local rays ``d``; half sizes ``h`` (columns (nb, 1)); A (nb, 3, 3) the
-    local_from_camera rotation; fx, fy (nb, 1) focal lengths (px)."""
+    local_from_camera rotation; fx, fy (nb, 1) focal lengths (px). ``face_misses``: a box's
+    rays that miss it within ``_HIT_REACH`` of its silhouette take their depth and colouring
+    point from the face they pass (`_box_face_misses`; antialiased edges), not from the
+    closest approach to the centre."""
     fm = 0.5 * (fx + fy)
     if code in (PLANE, RECT):
         return _planar(code, o, d, h, A, fx, fy, distance_only)
     if code == BOX:
-        return _box(o, d, h, A, fx, fy, distance_only)
+        return _box(o, d, h, A, fx, fy, distance_only, face_misses)
     if code == SPHERE:
         return _sphere(o, d, h, fm, distance_only)
     return _cylinder_capsule(code, o, d, h, fm, distance_only)
@@ -205,11 +210,13 @@ def _closest_approach_depth(o: Vec, d: Vec):
     return _div_nonneg(-o.dot(d), d.dot(d))
 
 
-def _box(o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only):
+def _box(o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only, face_misses=False):
     sd = _edges_sd(BOX, o, d, h, A, fx, fy)
     if distance_only:
         return SoftGeometry(sd)
     eps = _eps(d.z)
+    if face_misses:
+        return _box_face_misses(o, d, h, sd, eps)
     t_hit, hit = _hit_near_silhouette(BOX, o, d, h, sd)
     tc = _closest_approach_depth(o, d)
     depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, _BIG))
@@ -217,16 +224,86 @@ def _box(o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only):
     return SoftGeometry(sd, depth, Vec(o.x + t * d.x, o.y + t * d.y, o.z + t * d.z), hit)
 
 
-def _box_hit(o: Vec, d: Vec, h: Vec):
-    """The slabs' entry (or, from inside, exit) ray parameter and whether the ray hits."""
-    eps = _eps(d.z)
-    near = far = None
-    for oi, di, hi in zip(o, d, h, strict=True):
+# A box miss's colouring point keeps the face it passes: the other coordinates are clamped
+# to within this fraction of the half sizes, so that `surface` picks that face, not an edge
+# neighbour (a texture coordinate off by at most half of it).
+_FACE_INSET = 1e-5
+
+
+def _box_face_misses(o: Vec, d: Vec, h: Vec, sd, eps: float) -> SoftGeometry:
+    """`_box`'s geometry where rays that miss the box near its silhouette (``sd`` above
+    ``-_HIT_REACH``) are coloured and depth-sorted at the face they pass.
+
+    A ray that misses a box enters its last slab past its first exit (``near > far``); where
+    it crosses that slab's plane, at depth ``near``, it is just beside the face there (the
+    face a ray a little further inside meets), so that face's point nearest the crossing and
+    the depth ``near`` join the hit's point and depth continuously as the ray crosses the
+    silhouette: an antialiased edge pixel's colour and depth order do not jump when its
+    centre crosses the outline. (`_box`'s miss point, the closest approach to the centre, lies
+    on another face or off the box, and sorts an elongated box by its centre.) Rays further
+    out keep `_box`'s miss point (antialiased coverage is 0 there). The hits are `_box`'s."""
+    shape = sd.shape
+    sel = (sd > -_HIT_REACH).view(-1).nonzero().squeeze(1)
+    image = sel // shape[-1]
+
+    def take(x):  # the selected rays' values, (m,)
+        if x.shape[-1] == 1:  # a per-image column
+            return x.reshape(-1).index_select(0, image)
+        return x.reshape(-1).index_select(0, sel)
+
+    os, ds, hs = (Vec(*(take(x) for x in v)) for v in (o, d, h))
+    near, far, axis = _box_slabs(os, ds, hs, with_axis=True)
+    hit = (far >= near) & (far > eps)
+    t_sel = torch.where(near > eps, near, far)
+    face = ~hit & (near > eps)  # a miss beside a face in front of the camera
+    n = sd.numel()
+    flat = torch.zeros(n, dtype=torch.bool, device=sd.device)
+    hit_all = flat.index_put((sel,), hit).view(shape)
+    face_all = flat.index_put((sel,), face).view(shape)
+    t_all = sd.new_ones(n).index_put((sel,), torch.where(hit | face, t_sel, 1.0)).view(shape)
+    tc = _closest_approach_depth(o, d)
+    near_face = hit_all | face_all
+    depth = torch.where(near_face, t_all, torch.where(tc > eps, tc, _BIG))
+    t = torch.where(near_face, t_all, tc.clamp(min=0))
+    at = sel[face]  # the face misses' flat indices
+    tf, af = t_sel[face], axis[face]
+    point = []
+    for i, (oi, di, oc, dc, hc) in enumerate(zip(o, d, os, ds, hs, strict=True)):
+        p = oi + t * di
+        pf = oc[face] + tf * dc[face]
+        hf = hc[face]
+        on_plane = torch.where(pf >= 0, hf, -hf)  # exactly on the passed face's plane
+        inset = _clamp(pf, hf * (1.0 - _FACE_INSET))
+        pf = torch.where(af == i, on_plane, inset)
+        point.append(p.reshape(-1).index_put((at,), pf).view(shape))
+    return SoftGeometry(sd, depth, Vec(*point), hit_all)
+
+
+def _box_slabs(o: Vec, d: Vec, h: Vec, with_axis: bool = False):
+    """The slab test of rays ``o + t d`` against a box of half sizes ``h``: the last slab
+    entry ``near``, the first exit ``far`` and (``with_axis``; else None) the axis (long: 0,
+    1, 2) of the slab entered last (the face a hit from outside lands on)."""
+    near = far = axis = None
+    for i, (oi, di, hi) in enumerate(zip(o, d, h, strict=True)):
         inv = safe_div(torch.ones_like(di), di)
         ta, tb = (-hi - oi) * inv, (hi - oi) * inv
         lo, hi_ = _smaller(ta, tb), _larger(ta, tb)
-        near = lo if near is None else _larger(near, lo)
-        far = hi_ if far is None else _smaller(far, hi_)
+        if near is None:
+            near, far = lo, hi_
+            if with_axis:
+                axis = torch.zeros(lo.shape, dtype=torch.long, device=lo.device)
+            continue
+        if with_axis:
+            axis = torch.where(near >= lo, axis, i)
+        near = _larger(near, lo)
+        far = _smaller(far, hi_)
+    return near, far, axis
+
+
+def _box_hit(o: Vec, d: Vec, h: Vec):
+    """The slabs' entry (or, from inside, exit) ray parameter and whether the ray hits."""
+    eps = _eps(d.z)
+    near, far, _ = _box_slabs(o, d, h)
     return torch.where(near > eps, near, far), (far >= near) & (far > eps)
 
 

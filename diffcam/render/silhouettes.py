@@ -1,10 +1,13 @@
-"""Soft silhouettes (``edge_softness = sigma > 0``).
+"""Soft silhouettes (``edge_softness = sigma > 0``) and antialiased edges
+(``edge_softness = "antialias"``).
 
-Every primitive gets a coverage ``alpha = sigmoid(signed silhouette distance in pixels /
-sigma)`` and a colour at every pixel; these are composited front to back in depth order.
-Coverage below sigmoid(-_SOFT_TAIL) is taken as exactly 0, so a primitive only needs the
-pixels within ``_SOFT_TAIL * sigma`` of its silhouette (or inside it), which `reach` finds
-without autograd. Colours, depths and coverage are computed with autograd on those pixels only
+Every primitive gets a coverage ``alpha`` from its signed silhouette distance ``sd`` in
+pixels (an :class:`EdgeProfile`: ``sigmoid(sd / sigma)``, or the antialiasing ramp
+``clamp(0.5 + sd, 0, 1)``, a pixel's box-filtered coverage by a straight edge) and a colour
+at every pixel; these are composited front to back in depth order. Coverage below
+sigmoid(-_SOFT_TAIL) is taken as exactly 0, so a primitive only needs the pixels within
+``_SOFT_TAIL * sigma`` of its silhouette (or inside it; the ramp's: within half a pixel),
+which `reach` finds without autograd. Colours, depths and coverage are computed with autograd on those pixels only
 (`_soft_samples`) and composited on their union (`composite`), whose depth ordering also
 gives the hard winner's id and depth (`_winner_images`).
 """
@@ -32,6 +35,26 @@ from .surface import shading, texture_coords
 # half an ulp of 1), so float64 renders and their finite differences are those of the
 # untruncated sum.
 _SOFT_TAIL = {torch.float16: 9.21, torch.bfloat16: 9.21, torch.float32: 9.21, torch.float64: 37.0}
+
+
+class EdgeProfile(NamedTuple):
+    """How a soft sample's coverage follows its silhouette distance ``sd`` (samples, > 0
+    inside): ``sigmoid(sd / width)`` (soft silhouettes, ``width`` = sigma), or with ``ramp``
+    ``clamp(0.5 + sd / width, 0, 1)`` (antialiased edges, ``width`` = 1 sample: the
+    coverage of a pixel-sized box by a straight edge parallel to a pixel side; exactly 1
+    half a pixel inside, exactly 0 half a pixel outside)."""
+
+    width: float
+    ramp: bool = False
+
+    def margin(self, dtype) -> float:
+        """How far (samples) outside the silhouette the coverage can be above 0."""
+        return 0.5 * self.width if self.ramp else self.width * _SOFT_TAIL[dtype]
+
+    def coverage(self, sd):
+        if self.ramp:
+            return torch.clamp(sd / self.width + 0.5, 0.0, 1.0)
+        return torch.sigmoid(sd / self.width)
 
 
 _SAVED_PER_SAMPLE = 80  # elements a soft sample's graph keeps for the backward (about)
@@ -68,24 +91,25 @@ class SoftImage(NamedTuple):
 
 
 def _soft(
-    f: Frame, atlas, bg, sigma: float, max_chunk: int, w0, ids: bool = True, transform=None
+    f: Frame, atlas, bg, edge: EdgeProfile, max_chunk: int, w0, ids: bool = True, transform=None
 ) -> SoftImage:
     """Soft silhouettes, composited front to back over ``bg``, and (``ids``; else None) the
     hard winner's id and depth from the same samples; ``transform`` (B|1, K, 3, 4) maps the
     texture colours per image and primitive (`appearance`), or None.
 
-    Shapes: bg (B|1, H*W, 3); sigma in samples (px); ``w0`` (B|1, H, W): inverse depth (1/m)
+    Shapes: bg (B|1, H*W, 3); ``edge`` the coverage's :class:`EdgeProfile` (samples); ``w0`` (B|1, H, W): inverse depth (1/m)
     of a pre-rendered layer (``bg``) or None; primitive samples at or behind it get coverage
     0, as the hard test would hide them.
 
     A primitive's coverage is exactly 0 where its silhouette distance is at most
-    ``-_SOFT_TAIL * sigma`` (see there for the error bound); pixels where every primitive's
+    ``-edge.margin(dtype)`` (sigmoid: ``-_SOFT_TAIL * sigma``, see there for the error
+    bound); pixels where every primitive's
     is are the background. Only the pixels some primitive reaches are composited; every pixel
     a primitive's surface covers is among them, so the winners are those of the hard test.
     """
     B, P = f.B, f.H * f.W
-    margin = sigma * _SOFT_TAIL[f.o.dtype]
-    samples = _soft_samples(f, atlas, sigma, margin, max_chunk, w0, transform)
+    margin = edge.margin(f.o.dtype)
+    samples = _soft_samples(f, atlas, edge, margin, max_chunk, w0, transform)
     if samples is None:  # a copy: never a view of a pre-rendered layer the caller keeps
         image = _channels_first(bg, B)
         if not ids:
@@ -110,7 +134,7 @@ def _winner_images(s: Samples, winners, n_pix: int):
     return object_id, s.depth.new_zeros(n_pix).index_put((pix,), s.depth[winners])
 
 
-def _soft_samples(f: Frame, atlas, sigma: float, margin: float, max_chunk: int, w0, transform):
+def _soft_samples(f: Frame, atlas, edge: EdgeProfile, margin: float, max_chunk: int, w0, transform):
     """Every primitive's :class:`Samples` at the pixels its soft edge reaches
     (`reach.kept_pixels` of `reach.candidates`); None when no pixel is kept.
 
@@ -130,7 +154,7 @@ def _soft_samples(f: Frame, atlas, sigma: float, margin: float, max_chunk: int, 
     use_ckpt = saved > _CHECKPOINT_CHUNKS * max_chunk and torch.is_grad_enabled()
     columns, blocks, start = [], [], 0
     for k in sorted(kept):
-        parts = _primitive_samples(f, k, kept[k], sigma, max_chunk, w0, use_ckpt)
+        parts = _primitive_samples(f, k, kept[k], edge, max_chunk, w0, use_ckpt)
         n = sum(part[0].numel() for part in parts)
         if n:
             columns += parts
@@ -152,7 +176,7 @@ def _soft_samples(f: Frame, atlas, sigma: float, margin: float, max_chunk: int, 
     return Samples(pid, prim, alpha, depth, colour, hit, tuple(blocks))
 
 
-def _primitive_samples(f: Frame, k: int, kept, sigma, max_chunk: int, w0, use_ckpt: bool):
+def _primitive_samples(f: Frame, k: int, kept, edge, max_chunk: int, w0, use_ckpt: bool):
     """Primitive k's samples at its kept pixels (a :class:`~reach.PixelList`), in chunks of
     images: per chunk the columns pid, prim, alpha, depth, u, v, shade (None when unlit)
     and hit, each (n,), of its real entries."""
@@ -170,7 +194,7 @@ def _primitive_samples(f: Frame, k: int, kept, sigma, max_chunk: int, w0, use_ck
         w0c = None
         if w0 is not None:
             w0c = w0.expand(B, H, W)[b0:b1].reshape(b1 - b0, -1).gather(1, pix)
-        args = (f, k, b0, b1, pix, sigma, f.A, f.o, f.h, f.dxp, f.dyp, f.fx, f.fy, w0c)
+        args = (f, k, b0, b1, pix, edge, f.A, f.o, f.h, f.dxp, f.dyp, f.fx, f.fy, w0c)
         if use_ckpt:
             values = checkpoint(_piece, *args, use_reentrant=False)
         else:
@@ -185,7 +209,7 @@ def _primitive_samples(f: Frame, k: int, kept, sigma, max_chunk: int, w0, use_ck
     return out
 
 
-def _piece(f: Frame, k: int, b0: int, b1: int, pix, sigma, A, o, h, dxp, dyp, fx, fy, w0c):
+def _piece(f: Frame, k: int, b0: int, b1: int, pix, edge, A, o, h, dxp, dyp, fx, fy, w0c):
     """Coverage, depth, texture coordinates u and v (``uv_scale`` applied), shading (None
     when unlit), each (nb, n), of primitive k at pixels ``pix`` (nb, n) of images b0:b1, and
     whether the ray meets it there, in front of the layer (nb, n) bool. The tensors it
@@ -194,7 +218,10 @@ def _piece(f: Frame, k: int, b0: int, b1: int, pix, sigma, A, o, h, dxp, dyp, fx
     Ak = A[b0:b1, k]
     d = local_rays(Ak, dxp[b0:b1], dyp[b0:b1], pix, f.W)
     hk = columns(h[b0:b1, k])
-    g = soft_geometry(code, columns(o[b0:b1, k]), d, hk, Ak, fx[b0:b1, None], fy[b0:b1, None])
+    g = soft_geometry(
+        code, columns(o[b0:b1, k]), d, hk, Ak, fx[b0:b1, None], fy[b0:b1, None],
+        face_misses=edge.ramp,
+    )  # fmt: skip
     u, v = texture_coords(code, g.point, hk)
     su, sv = f.repeats[k]  # plain numbers: a scale of 1 is skipped
     u, v = (u if su == 1.0 else u * su), (v if sv == 1.0 else v * sv)
@@ -204,7 +231,7 @@ def _piece(f: Frame, k: int, b0: int, b1: int, pix, sigma, A, o, h, dxp, dyp, fx
         l_k = columns(light.direction[b0:b1, k])
         ambient, intensity = light.ambient[b0:b1, k, None], light.intensity[b0:b1, k, None]
         shade = shading(code, g.point, d, hk, l_k, ambient, intensity)
-    alpha = torch.sigmoid(g.sd / sigma)
+    alpha = edge.coverage(g.sd)
     hit = g.hit
     if w0c is not None:  # depth * w0 < 1 <=> nearer than the layer (0 where it is empty)
         front = g.depth * w0c < 1

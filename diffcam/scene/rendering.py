@@ -44,6 +44,7 @@ def static_layer(scene: Scene, rot, pos, kwargs) -> _StaticLayer | None:
     ``scene._layer_cache``) or taken from the cache; None when there is nothing to split or
     something it depends on requires grad."""
     from ..render import render_buffers
+    from ..render.api import DEFAULT_EDGE_SOFTNESS, edge_profile
 
     static = scene._static
     if not static or not scene._dynamic:
@@ -53,7 +54,11 @@ def static_layer(scene: Scene, rot, pos, kwargs) -> _StaticLayer | None:
     if any(isinstance(x, torch.Tensor) and x.requires_grad for x in sources):
         return None
     s = int(kwargs.get("supersample", 1))
-    softness = float(kwargs.get("edge_softness", 0.0))
+    softness = kwargs.get("edge_softness", DEFAULT_EDGE_SOFTNESS)
+    edge_profile(softness)  # a bad value is refused here as in `render`
+    # the layer is drawn with ``camera.scaled(s)``: sigma in its samples; antialiased edges
+    # stay one sample wide, as `render` draws them when supersampling
+    layer_softness = softness if isinstance(softness, str) else float(softness) * s
     key = (
         tuple((id(x), x._version) if isinstance(x, torch.Tensor) else x for x in sources),
         s, softness, bool(kwargs.get("mipmap", False)), rot.dtype, rot.device,
@@ -78,7 +83,7 @@ def static_layer(scene: Scene, rot, pos, kwargs) -> _StaticLayer | None:
         out = render_buffers(
             scene.camera.scaled(s) if s > 1 else scene.camera,
             [scene.primitives[i] for i in static], srot, spos,
-            **{**kwargs, "supersample": 1, "edge_softness": softness * s,
+            **{**kwargs, "supersample": 1, "edge_softness": layer_softness,
                "color_transform": None if transform is None else transform[:, static]},
         )  # fmt: skip
     # body ids at the samples `render_buffers` reports ids of: (s // 2, s // 2) per pixel
@@ -150,8 +155,11 @@ def render_states(scene: Scene, states, frames_per_call: int = 16, window=None, 
     from ..render import RenderBuffers, render_buffers
 
     frames, batch = states.position.shape[:2]
+    from ..render.api import DEFAULT_EDGE_SOFTNESS
+
     kwargs.setdefault("lighting", scene.lighting)
     kwargs.setdefault("background", scene.background)
+    kwargs.setdefault("edge_softness", DEFAULT_EDGE_SOFTNESS)
     parts = []
     for start in range(0, frames, frames_per_call):
         chunk = [x[start : start + frames_per_call].flatten(0, 1) for x in states.tensors()]

@@ -10,6 +10,7 @@ import torch
 
 from ..autodiff import plain_autograd
 from ..errors import SceneError
+from ..render.api import DEFAULT_EDGE_SOFTNESS
 from . import rendering
 from .build import build_camera, build_lighting, build_primitives, build_world, load_textures
 from .describe import describe
@@ -183,16 +184,20 @@ class Scene:
     def render(
         self,
         state,
-        edge_softness: float = 0.0,
+        edge_softness: float | str = DEFAULT_EDGE_SOFTNESS,
         supersample: int = 1,
         static_cache: bool = True,
         **kwargs,
     ):
         """Draw every body at the state's pose: (B, 3, H, W) in [0, 1], differentiable.
 
-        Keyword arguments go to `diffcam.render` (e.g. ``mipmap``, ``backend``; ``lighting``
-        replaces the file's ``[light]``, ``background`` the camera's background;
-        ``color_transform`` (B|1, N, 3, 4) maps each body's colours per image).
+        ``edge_softness``: as in `diffcam.render`: antialiased edges by default
+        (`diffcam.DEFAULT_EDGE_SOFTNESS`, ``"antialias"``), whose gradient sees silhouettes
+        move; 0 for the exact hard render (faster, e.g. for a video); sigma > 0 px for soft
+        silhouettes. Keyword arguments go to `diffcam.render` (e.g. ``mipmap``, ``backend``,
+        which apply to hard edges; ``lighting`` replaces the file's ``[light]``,
+        ``background`` the camera's background; ``color_transform`` (B|1, N, 3, 4) maps each
+        body's colours per image).
 
         Static bodies are drawn once into a cached layer (image and depth) that only the
         moving bodies are rendered over, when that is safe: the camera, the light, the
@@ -202,10 +207,11 @@ class Scene:
         ``supersample``, ``edge_softness``, ``mipmap``, dtype or device change). With hard
         edges the result equals the full render, gradients included, except that the
         state's *static* rows get no gradient (static bodies do not move; to differentiate
-        with respect to their poses, pass ``static_cache=False``). With
-        ``edge_softness > 0`` the static layer is soft-edged on its own and then is the
-        opaque back of the moving bodies, so where a static silhouette's soft band meets a
-        moving body the result differs slightly from the full soft render.
+        with respect to their poses, pass ``static_cache=False``). With soft or antialiased
+        edges (the default) the static layer is soft-edged (antialiased) on its own and then
+        is the opaque back of the moving bodies, so where a static silhouette's soft band
+        (antialiased edge pixel) meets a moving body the result differs slightly from the
+        full render.
         """
         return self._render(
             state, static_cache, False, edge_softness=edge_softness, supersample=supersample,
@@ -233,7 +239,8 @@ class Scene:
     def render_buffers(self, state, static_cache: bool = True, **kwargs):
         """Image, depth (B, 1, H, W) and object id (B, H, W; -1 = background, else body index).
 
-        Keyword arguments and the static layer cache as in `render`.
+        Keyword arguments, their defaults (antialiased edges: ``edge_softness=0`` for the
+        hard render) and the static layer cache as in `render`.
         """
         return self._render(state, static_cache, True, **kwargs)
 
@@ -250,6 +257,7 @@ class Scene:
 
         kwargs.setdefault("lighting", self.lighting)
         kwargs.setdefault("background", self.background)
+        kwargs.setdefault("edge_softness", DEFAULT_EDGE_SOFTNESS)
         rot, pos = self._poses(state)
         layer = rendering.static_layer(self, rot, pos, kwargs) if static_cache else None
         if layer is None:
@@ -284,7 +292,8 @@ class Scene:
             frames_per_call: frames drawn per renderer call (memory and speed only).
             window: optional (origins (M, B, 2) long, (h, w)): draw only the h x w pixels from
                 row, column ``origins`` of each image (any origin, even outside the image).
-            kwargs: as in `render` (``edge_softness``, ``background``, ...).
+            kwargs: as in `render` (``edge_softness``, default antialiased edges;
+                ``background``, ...).
 
         One world (B = 1) draws its frames as one batch over the static layer cache; several
         worlds, or windows, draw their frames together with the camera and the bodies' sizes

@@ -67,7 +67,8 @@ def _run(backend, opts, dtype=F64, loss="both", seed=1):
     cam = diffcam.PinholeCamera.look_at(
         eye, torch.zeros(3, dtype=dtype), torch.tensor([0.0, 0.0, 1.0], dtype=dtype), fov, W, H
     )
-    kw = {k: v for k, v in opts.items() if k != "layer"}
+    # hard edges unless ``opts`` says otherwise: the fast path's (not the default)
+    kw = {"edge_softness": 0, **{k: v for k, v in opts.items() if k != "layer"}}
     bg = torch.tensor([0.9, 0.8, 0.7], dtype=dtype, requires_grad=True)
     depth = torch.zeros((), dtype=dtype, requires_grad=True)  # no layer: no gradient
     if opts.get("layer"):
@@ -167,7 +168,9 @@ def test_fast_path_nan_pose():
     cam = front_camera(W, H)
     outs = []
     for backend in ("eager", "compile"):
-        o = diffcam.render_buffers(cam, prims, rot, pos, background=bg, backend=backend)
+        o = diffcam.render_buffers(
+            cam, prims, rot, pos, background=bg, backend=backend, edge_softness=0
+        )
         grads = torch.autograd.grad(o.image.sum() + o.depth.sum(), (tex, bg, pos))
         outs.append((o, grads))
     (a, ga), (b, gb) = outs
@@ -209,8 +212,9 @@ def test_compile_falls_back_for_other_kinds(kind, lit, fast_calls):
     for backend in ("eager", "compile"):
         rot, pos, w = _poses(base, pos0)
         o = diffcam.render_buffers(
-            front_camera(W, H), prims, rot, pos, background=bg, lighting=light, backend=backend
-        )
+            front_camera(W, H), prims, rot, pos, background=bg, lighting=light, backend=backend,
+            edge_softness=0,
+        )  # fmt: skip
         weights = torch.linspace(0, 1, o.image.numel(), dtype=F64).view_as(o.image)
         loss = (o.image * weights).sum() + o.depth.sum()
         outs.append((o, torch.autograd.grad(loss, (tex, bg, size, w, pos))))
@@ -221,10 +225,14 @@ def test_compile_falls_back_for_other_kinds(kind, lit, fast_calls):
         torch.testing.assert_close(y, x, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("kw", [{"mipmap": True}, {"edge_softness": 0.7}], ids=["mip", "soft"])
+@pytest.mark.parametrize(
+    "kw",
+    [{"mipmap": True}, {"edge_softness": 0.7}, {"edge_softness": "antialias"}],
+    ids=["mip", "soft", "antialias"],
+)
 def test_compile_falls_back_for_other_options(kw, fast_calls):
-    """Options the fast path does not support (mip-mapping, soft edges) take the reference
-    path on planar scenes too."""
+    """Options the fast path does not support (mip-mapping, soft edges, antialiased edges:
+    the default) take the reference path on planar scenes too."""
     outs = [_run(backend, kw) for backend in ("eager", "compile")]
     assert not fast_calls
     (a, ga), (b, gb) = outs

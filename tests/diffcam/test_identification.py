@@ -59,8 +59,8 @@ def test_texture_recovered_on_seen_texels(tmp_path, scene_tools):
     texture_example = _example("texture_identification")
     dtype = torch.float64
     truth = torch.rand(3, 6, 8, generator=torch.Generator().manual_seed(0), dtype=dtype)
-    observed = diffcam.render_rollout(
-        path, {"textures.skin": truth}, None, BALL_STEPS, dtype=dtype
+    observed = diffcam.render_rollout(  # hard silhouettes (not the default antialiased ones)
+        path, {"textures.skin": truth}, None, BALL_STEPS, dtype=dtype, edge_softness=0.0
     ).detach()
     grey = torch.full_like(truth, 0.5)
     result = fit_scene(

@@ -83,7 +83,7 @@ def test_sphere_outline_and_depth_analytic():
     centre, r = [0.25, 0.1, 0.8], 0.45
     prim = diffcam.Primitive("sphere", r, color=_t([1.0, 0, 0]))
     out = diffcam.render_buffers(
-        cam, [prim], torch.eye(3, dtype=F64).view(1, 1, 3, 3), _t([[centre]])
+        cam, [prim], torch.eye(3, dtype=F64).view(1, 1, 3, 3), _t([[centre]]), edge_softness=0
     )
     hit, depth, disc = _analytic_sphere(cam, centre, r)
     got = out.object_id[0].numpy() == 0
@@ -104,6 +104,7 @@ def test_sphere_outline_supersampled_coverage():
         _t([[[0.05, 0.0, 0.02]]]),
         background=_t([0.0, 0.0, 0.0]),
         supersample=4,
+        edge_softness=0,  # hard edges: each sample inside or out
     )
     hi = cam.scaled(4)
     hit, _, _ = _analytic_sphere(hi, [0.05, 0.0, 0.02], 0.5)
@@ -137,7 +138,7 @@ def test_gradcheck_pose_textured(kind, size, base_rot):
 
     def f(pos, w):
         R = (axis_angle(w) @ R0).view(1, 1, 3, 3)
-        return diffcam.render(cam, [prim], R, pos.view(1, 1, 3))
+        return diffcam.render(cam, [prim], R, pos.view(1, 1, 3), edge_softness=0)
 
     pos = _t([0.05, 0.1, -0.03]).requires_grad_()
     w = _t([0.1, -0.05, 0.15]).requires_grad_()
@@ -174,7 +175,8 @@ def test_gradcheck_soft_pose_textured_lit(kind, size, base_rot):
     assert torch.autograd.gradcheck(f, (pos, w), atol=1e-6)
 
 
-def test_gradcheck_texture_and_colour_and_background():
+@pytest.mark.parametrize("edges", [0, "antialias"])
+def test_gradcheck_texture_and_colour_and_background(edges):
     cam, _, tex = _scene_small("rectangle", [1.0, 0.8])
     tex = smooth_texture(4, F64).requires_grad_()
     R = _t(FACING_FRONT).view(1, 1, 3, 3)
@@ -185,14 +187,17 @@ def test_gradcheck_texture_and_colour_and_background():
             diffcam.Primitive("rectangle", [1.0, 0.8], texture=tex),
             diffcam.Primitive("sphere", 0.15, color=col),
         ]
-        return diffcam.render(cam, prims, R.expand(1, 2, 3, 3), pos, background=bg)
+        return diffcam.render(
+            cam, prims, R.expand(1, 2, 3, 3), pos, background=bg, edge_softness=edges
+        )
 
     col = _t([0.2, 0.4, 0.6]).requires_grad_()
     bg = _t([0.9, 0.8, 0.7]).requires_grad_()
     assert torch.autograd.gradcheck(f, (tex, col, bg))
 
 
-def test_gradcheck_intrinsics_and_camera_pose():
+@pytest.mark.parametrize("edges", [0, "antialias"])
+def test_gradcheck_intrinsics_and_camera_pose(edges):
     """Pixels w.r.t. fx, fy, cx, cy and the camera's eye position and look-at target."""
     tex = smooth_texture(8, F64)
     prims = [diffcam.Primitive("box", [1.2, 0.6, 1.0], texture=tex)]
@@ -202,14 +207,15 @@ def test_gradcheck_intrinsics_and_camera_pose():
     def f(fx, fy, cx, cy, eye, target):
         c = diffcam.PinholeCamera.look_at(eye, target, _t([0.0, 0, 1]), _t(40.0), 6, 5)
         c = diffcam.PinholeCamera(fx, fy, cx, cy, 6, 5, c.rotation, c.translation)
-        return diffcam.render(c, prims, R, pos)
+        return diffcam.render(c, prims, R, pos, edge_softness=edges)
 
     args = [_t(v).requires_grad_() for v in (7.1, 6.9, 3.05, 2.45)]
     args += [_t([0.05, -3.0, 0.1]).requires_grad_(), _t([0.0, 0.02, -0.01]).requires_grad_()]
     assert torch.autograd.gradcheck(f, args)
 
 
-def test_gradcheck_size():
+@pytest.mark.parametrize("edges", [0, "antialias"])
+def test_gradcheck_size(edges):
     """Pixels w.r.t. primitive sizes (per-batch sizes (B, k) too)."""
     cam = front_camera(width=6, height=5, fov=40.0)
     tex = smooth_texture(8, F64)
@@ -221,7 +227,7 @@ def test_gradcheck_size():
             diffcam.Primitive("box", box_size, texture=tex),
             diffcam.Primitive("sphere", radius, texture=tex),
         ]
-        return diffcam.render(cam, prims, R, pos)
+        return diffcam.render(cam, prims, R, pos, edge_softness=edges)
 
     box = _t([[1.5, 0.6, 1.3], [1.4, 0.7, 1.2]]).requires_grad_()
     rad = _t(0.3).requires_grad_()
@@ -256,7 +262,7 @@ def test_gradcheck_soft_edges_uniform_colour(kind, size):
     assert g[0].abs() > 1e-3 or g[2].abs() > 1e-3  # an outline gradient exists
     assert torch.autograd.gradcheck(f, (pos,))
     # the hard render of a flat colour has no pose gradient
-    hard = diffcam.render(cam, [prim], R0.view(1, 1, 3, 3), pos.view(1, 1, 3))
+    hard = diffcam.render(cam, [prim], R0.view(1, 1, 3, 3), pos.view(1, 1, 3), edge_softness=0)
     (gh,) = torch.autograd.grad(hard.sum(), pos, allow_unused=True)
     assert gh is None or gh.abs().max() == 0
 
@@ -264,9 +270,9 @@ def test_gradcheck_soft_edges_uniform_colour(kind, size):
 def test_soft_converges_to_hard():
     """edge_softness = 0 is exactly the hard render; a tiny sigma matches it away from edges."""
     cam, prims, R, p = all_kinds_scene()
-    hard = diffcam.render_buffers(cam, prims, R, p)
+    hard = diffcam.render_buffers(cam, prims, R, p, edge_softness=0.0)
     torch.testing.assert_close(
-        diffcam.render(cam, prims, R, p, edge_softness=0.0), hard.image, rtol=0, atol=0
+        diffcam.render(cam, prims, R, p, edge_softness=0), hard.image, rtol=0, atol=0
     )
     soft = diffcam.render(cam, prims, R, p, edge_softness=1e-3)
     diff = (soft - hard.image).abs().amax(1)[0]
@@ -364,8 +370,8 @@ def test_float32_matches_float64():
 
 def test_chunking_invariance():
     cam, prims, R, p = all_kinds_scene()
-    a = diffcam.render_buffers(cam, prims, R, p)
-    b = diffcam.render_buffers(cam, prims, R, p, max_chunk_elements=200)
+    a = diffcam.render_buffers(cam, prims, R, p, edge_softness=0)
+    b = diffcam.render_buffers(cam, prims, R, p, max_chunk_elements=200, edge_softness=0)
     torch.testing.assert_close(a.image, b.image, rtol=0, atol=1e-12)
     assert torch.equal(a.object_id, b.object_id)
     s1 = diffcam.render(cam, prims, R, p, edge_softness=0.5)
@@ -445,8 +451,8 @@ def test_mipmap_reduces_aliasing():
     prim = diffcam.Primitive("rectangle", [1.0, 1.0], texture=checker)
     R = _t(FACING_FRONT).view(1, 1, 3, 3)
     args = (cam, [prim], R, _t([[[0.0, 0.0, 0.0]]]))
-    plain = diffcam.render_buffers(*args)
-    mip = diffcam.render(*args, mipmap=True)
+    plain = diffcam.render_buffers(*args, edge_softness=0)
+    mip = diffcam.render(*args, mipmap=True, edge_softness=0)
     inside = plain.object_id[0] == 0
     assert inside.sum() > 50
     assert (mip[0, 0][inside] - 0.5).abs().max() < 0.05
@@ -465,7 +471,7 @@ def test_input_errors():
         diffcam.Primitive("box", [1.0, 1, 1], texture=torch.rand(4, 4))
 
 
-@pytest.mark.parametrize("soft", [0.0, 0.8])
+@pytest.mark.parametrize("soft", [0.0, 0.8, "antialias"])
 @pytest.mark.parametrize("supersample", [1, 2])
 def test_coverage_is_what_the_background_shows_through(soft, supersample):
     """image(background b) = image(black) + (1 - coverage) * b for every kind: the coverage is
@@ -496,13 +502,13 @@ def test_gradcheck_soft_coverage_to_pose():
     assert torch.autograd.gradcheck(coverage, (pos,), eps=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("soft", [0.5, 2.0])
+@pytest.mark.parametrize("soft", ["antialias", 0.5, 2.0])
 def test_soft_ids_and_depth_are_the_hard_winners(soft):
     """With soft edges, object_id and depth come from the soft samples: the same winners as
     the hard test (the nearest surface each ray meets), the same depths, and depth gradients."""
     cam, prims, R, p = all_kinds_scene()
     pos = p.clone().requires_grad_()
-    hard = diffcam.render_buffers(cam, prims, R, pos)
+    hard = diffcam.render_buffers(cam, prims, R, pos, edge_softness=0)
     out = diffcam.render_buffers(cam, prims, R, pos, edge_softness=soft)
     assert torch.equal(out.object_id, hard.object_id)
     assert (hard.object_id >= 0).any() and (hard.object_id < 0).any()

@@ -54,7 +54,9 @@ def _layer_then_moving(cam, static, s_rot, s_pos, moving, m_rot, m_pos, **kw):
     """Render the static layer at the sampling resolution, then the moving primitives over it;
     returns (full-scene-numbered RenderBuffers, the layer's buffers)."""
     s = kw.get("supersample", 1)
-    layer_kw = {**kw, "supersample": 1, "edge_softness": kw.get("edge_softness", 0.0) * s}
+    softness = kw.get("edge_softness", diffcam.DEFAULT_EDGE_SOFTNESS)
+    softness = softness if isinstance(softness, str) else softness * s  # sigma in samples
+    layer_kw = {**kw, "supersample": 1, "edge_softness": softness}
     cam_s = cam.scaled(s) if s > 1 else cam
     layer = diffcam.render_buffers(cam_s, static, s_rot, s_pos, **layer_kw)
     out = diffcam.render_buffers(
@@ -85,9 +87,11 @@ def _full(cam, static, s_rot, s_pos, moving, m_rot, m_pos, **kw):
     ids=["eager", "lit", "lit-compile", "ss2", "mipmap", "chunked"],
 )
 def test_layer_equals_full_render(kind, kw):
-    """The compiled fast path over a layer is checked lit only: unlit, it is the reference
-    path's (test_backends.py's "layer" case), which the "eager" case checks here; each case
-    with "compile" compiles graphs of its own (about 15 s on a cold cache)."""
+    """Hard edges: the layer split is exact. The compiled fast path over a layer is checked
+    lit only: unlit, it is the reference path's (test_backends.py's "layer" case), which the
+    "eager" case checks here; each case with "compile" compiles graphs of its own (about 15 s
+    on a cold cache)."""
+    kw = {"edge_softness": 0, **kw}
     cam = front_camera(width=20, height=16)
     static, s_rot, s_pos, moving, m_rot, m_pos = _scenery(kind)
     tex = moving[0].texture.clone().requires_grad_()
@@ -193,6 +197,7 @@ def _assert_same_buffers(a, b, atol):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("kw", [{}, {"supersample": 2}, {"backend": "compile"}])
 def test_scene_cache_equals_full_render_pendulum_cart(dtype, kw):
+    kw = {"edge_softness": 0, **kw}  # hard edges: the layer split is exact
     scene, state = _pendulum_cart(dtype)
     atol = 1e-6 if dtype == torch.float32 else 1e-12
     full = scene.render_buffers(state, static_cache=False, **kw)
@@ -229,7 +234,8 @@ def test_scene_render_is_the_image_of_render_buffers(edge_softness):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_scene_cache_gradients_equal_full_render(dtype):
     """Gradients to the moving bodies' poses, to a texture only they wear and to physical
-    overrides (through the simulation) are those of the full render."""
+    overrides (through the simulation) are those of the full render (hard edges, where the
+    layer split is exact)."""
     mass = torch.tensor(0.3, dtype=dtype, requires_grad=True)
     damping = torch.tensor(0.4, dtype=dtype, requires_grad=True)
     stripes = load_texture(ASSETS_DIR / "stripes.png", dtype=dtype)
@@ -242,8 +248,8 @@ def test_scene_cache_gradients_equal_full_render(dtype):
         rot = state.rotation.detach().requires_grad_()
         pos = state.position.detach().requires_grad_()
         posed = state.replace(rotation=rot, position=pos)
-        img_sim = scene.render(state, static_cache=static_cache)
-        img_posed = scene.render(posed, static_cache=static_cache)
+        img_sim = scene.render(state, static_cache=static_cache, edge_softness=0)
+        img_posed = scene.render(posed, static_cache=static_cache, edge_softness=0)
         assert (scene._layer_cache is not None) == static_cache
         w = torch.linspace(0, 1, img_sim.numel(), dtype=dtype).view_as(img_sim)
         g_sim = torch.autograd.grad((img_sim * w).sum(), (mass, damping, stripes))
@@ -307,31 +313,36 @@ def _behind_scene(scene_tools, tmp_path, dtype):
 def test_scene_cache_moving_body_behind_a_static_one(scene_tools, tmp_path, dtype):
     scene, state = _behind_scene(scene_tools, tmp_path, dtype)
     atol = 1e-6 if dtype == torch.float32 else 1e-12
-    full = scene.render_buffers(state, static_cache=False)
+    full = scene.render_buffers(state, static_cache=False, edge_softness=0)  # hard: exact
     slab, pillar = scene.body_names.index("slab"), scene.body_names.index("pillar")
     assert (full.object_id[1] == slab).any() and (full.object_id[1] == pillar).any()
-    _assert_same_buffers(scene.render_buffers(state), full, atol)
+    _assert_same_buffers(scene.render_buffers(state, edge_softness=0), full, atol)
     assert scene._layer_cache.image.shape[0] == 1  # one layer shared by the batch
 
 
 def test_scene_cache_follows_static_poses_and_in_place_edits(scene_tools, tmp_path):
     scene, state = _behind_scene(scene_tools, tmp_path, F64)
-    scene.render(state)
+    scene.render(state, edge_softness=0)
     first = scene._layer_cache
     # a state whose static pillar stands elsewhere in one batch element: a per-batch layer
     pillar = scene.body_names.index("pillar")
     pos = state.position.clone()
     pos[1, pillar, 0] = 0.3
     moved = state.replace(position=pos)
-    _assert_same_buffers(
-        scene.render_buffers(moved), scene.render_buffers(moved, static_cache=False), 1e-12
+    _assert_same_buffers(  # hard edges: the layer split is exact
+        scene.render_buffers(moved, edge_softness=0),
+        scene.render_buffers(moved, static_cache=False, edge_softness=0),
+        1e-12,
     )
     assert scene._layer_cache is not first and scene._layer_cache.image.shape[0] == 3
     # an in-place edit of something the layer depends on redraws it
     with torch.no_grad():
         scene.background.mul_(0.5)
     torch.testing.assert_close(
-        scene.render(moved), scene.render(moved, static_cache=False), rtol=0, atol=1e-12
+        scene.render(moved, edge_softness=0),
+        scene.render(moved, static_cache=False, edge_softness=0),
+        rtol=0,
+        atol=1e-12,
     )
 
 

@@ -40,7 +40,10 @@ class SwingUpConfig:
         through bilinear texture sampling (the paper's renderer, section 3.4): the pole is
         striped and the cart wood-grained for that. Measured: enough to learn the swing-up at
         a short horizon (gradient decay 0.9), not to settle the balance at a long one (0.98),
-        where the hard-edged closed loop's gradient exploded; 1 px did that.
+        where the hard-edged closed loop's gradient exploded; 1 px did that. The default
+        stays 0 (hard edges), unlike the renderer's (antialiased edges): it is the measured
+        recipe's first phase (README, "Swing-up from pixels"), and the shipped weights store
+        their own value (1.0, the fine-tune's).
     speed_weight: weight of the tip-speed penalty (s^2/m).
     target: the loss's target for the tip, "fixed" or "cart" (see `step_cost`).
     upright_threshold: rad; within it of upright counts as upright in the metrics.
@@ -62,6 +65,7 @@ class SwingUpConfig:
     frames: int = 3
     gradient_decay: float = 0.99
     bptt_segment: int | None = 25
+    # hard edges on purpose: the recipe as measured (see above), not the renderer's default
     edge_softness: float = 0.0
     speed_weight: float = 0.01
     target: str = "fixed"
