@@ -85,8 +85,9 @@ class VideoModel:
         world's values) and stacked."""
         if self.to_overrides is None:
             return dict(values)
-        if batch == 1:
-            return dict(self.to_overrides(dict(values)))
+        if batch == 1:  # values with a leading batch axis of 1 are one world's, without it
+            return dict(self.to_overrides({k: v[0] if _batched(v, 1) else v
+                                           for k, v in values.items()}))  # fmt: skip
         worlds = []
         for b in range(batch):
             one = {k: v[b] if _batched(v, batch) else v for k, v in values.items()}

@@ -13,7 +13,7 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Blobs", "find_blobs"]
+__all__ = ["Blobs", "find_blobs", "component_labels"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Blobs:
         return (self.area / torch.pi).sqrt()
 
 
-def _labels(mask: torch.Tensor) -> torch.Tensor:
+def component_labels(mask: torch.Tensor) -> torch.Tensor:
     """(T, H, W) bool -> (T, H, W) int64: each foreground pixel's component label (the largest
     flat index in its 8-connected component), -1 elsewhere."""
     t, h, w = mask.shape
@@ -86,7 +86,7 @@ def find_blobs(mask: torch.Tensor, most: int = 16, min_area: int = 2) -> Blobs:
     ranks = torch.full((t, h, w), -1, dtype=torch.int16, device=device)
     if not bool(mask.any()):
         return Blobs(centre, area, count, ranks)
-    labels = _labels(mask)
+    labels = component_labels(mask)
     picked = labels[mask]
     unique, inverse = torch.unique(picked, return_inverse=True)
     pixels = torch.nonzero(mask)  # (n, 3) frame, row, column

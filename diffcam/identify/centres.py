@@ -76,12 +76,11 @@ def predicted_centres(model, keys: Sequence[FitKey], trainable, rows, bodies, ho
         horizon: frames [0, horizon) of the model's times.
 
     Returns:
-        (centres (n, T', D, 2) continuous pixels (x, y), radius (n, T', D) the apparent radius
-        (px) of the body's bounding sphere, depth (n, T', D) metres along the optical axis).
+        (centres (n, T', D, 2) continuous pixels (x, y), radius (n, T', D) the radius (px) of a
+        disc of the body's apparent area seen side-on, depth (n, T', D) metres along the
+        optical axis).
     """
     import physics
-
-    from ..formation import _bounding_radius
 
     n = rows.shape[0]
     with torch.no_grad():
@@ -94,9 +93,30 @@ def predicted_centres(model, keys: Sequence[FitKey], trainable, rows, bodies, ho
         pixels = pixels.view(n, horizon, len(bodies), 2)
         depth = depth.view(n, horizon, len(bodies))
         focal = camera.fy.detach().reshape(-1, 1, 1).expand(n, 1, 1)
-        bound = _bounding_radius(built.scene.world)[:, bodies]  # (n, D)
-        radius = focal * bound[:, None, :] / depth.clamp_min(1e-6)
+        area = _side_area(built.scene.world)[:, bodies]  # (n, D) m^2
+        radius = focal * (area / math.pi).sqrt()[:, None, :] / depth.clamp_min(1e-6)
     return pixels.double(), radius.double(), depth.double()
+
+
+def _side_area(world) -> torch.Tensor:
+    """(B, N) each body's silhouette area seen side-on (m^2): a sphere's disc, a capsule's or
+    cylinder's side, a box's largest face."""
+    size = world.size
+    areas = []
+    for i, shape in enumerate(world.shapes):
+        s = size[:, i]
+        if shape == "sphere":
+            areas.append(math.pi * s[:, 0].square())
+        elif shape == "capsule":
+            areas.append(2 * s[:, 0] * s[:, 1] + math.pi * s[:, 0].square())
+        elif shape == "cylinder":
+            areas.append(2 * s[:, 0] * s[:, 1])
+        elif shape == "box":
+            two = s[:, :3].sort(-1).values[:, 1:]
+            areas.append(two[:, 0] * two[:, 1])
+        else:  # a plane (static): its drawn extent
+            areas.append(s[:, 0] * s[:, 1])
+    return torch.stack(areas, 1)
 
 
 def _spheres(model, bodies) -> torch.Tensor:
@@ -139,11 +159,12 @@ class _Centres:
         (centres (T', D, 2)), -1 for none."""
         predicted_area = math.pi * radius.square()  # (T', D)
         area = self.area[:, None, :]  # (T', 1, K)
-        # a blob much larger than the body is the body merged with something else (a hand,
-        # a person, its shadow): its centroid is not the body's
-        plausible = (area > 0) & (area <= 2.5 * predicted_area[..., None] + 10.0)
+        # a blob much larger than all the bodies is a body merged with something else (a
+        # hand, a person): its centroid is not the bodies'
+        together = predicted_area.sum(-1, keepdim=True)[..., None]  # (T', 1, 1)
         # and one much smaller a fragment: of a body behind a hand, or a speck of noise
-        plausible &= area >= torch.clamp_min(0.25 * predicted_area[..., None], 2.0)
+        small = torch.clamp_min(0.25 * predicted_area[..., None], 2.0)  # (T', D, 1)
+        plausible = (area > 0) & (area <= 2.5 * together + 10.0) & (area >= small)
         distance = (self.centre[:, None, :, :] - centres[:, :, None, :]).norm(dim=-1)
         distance = torch.where(plausible, distance, torch.full_like(distance, math.inf))
         nearest, index = distance.min(-1)

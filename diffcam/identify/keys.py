@@ -15,7 +15,9 @@ parameterisation and a scale), chosen by what the key is:
 
 Besides the user's keys, every drawn moving body gets a size factor (``size:<body>``) unless
 its size is a key already: a body drawn too big or too small is a model the video cannot
-explain, and fitting its look around a wrong size walks the geometry away.
+explain, and fitting its look around a wrong size walks the geometry away. The factor scales
+a sphere's radius, a box's extents, and a capsule's or cylinder's radius (not its length,
+which spans its joints).
 
 `KeySet.overrides` maps parameter values to scene overrides; `KeySet.values` to the user's
 keys (a number, or a vector for a vector key), differentiably, so that a parameter covariance
@@ -226,19 +228,15 @@ class KeySet:
         return dataclasses.replace(self, params=params)
 
     def overrides(self, values: Mapping[str, torch.Tensor]) -> dict:
-        """Scene overrides for parameter ``values`` (name -> () tensor, or (B,) for B worlds)."""
+        """Scene overrides for one world's parameter ``values`` (name -> tensor of the
+        parameter's shape)."""
         out: dict = dict(self.fixed)
-        like = next(iter(values.values())) if values else None
+        like = next(iter(values.values())) if values else torch.zeros(())
 
         def base(path):
             if path in out:
                 return out[path]
-            value = self.base[path]
-            if like is not None:
-                value = value.to(like.dtype).to(like.device)
-                if like.dim() == 1:  # one world per entry
-                    value = value.expand(like.shape[0], *value.shape)
-            return value
+            return self.base[path].to(dtype=like.dtype, device=like.device)
 
         for key in self.keys:
             if key.kind == "plain" and key.index is None:
@@ -247,9 +245,7 @@ class KeySet:
                 current = base(key.path)
                 index = torch.zeros(current.shape[-1], dtype=torch.bool, device=current.device)
                 index[key.index] = True
-                value = values[key.params[0]]
-                value = value[..., None] if value.dim() == current.dim() - 1 else value
-                out[key.path] = torch.where(index, value, current)
+                out[key.path] = torch.where(index, values[key.params[0]], current)
         camera = [k for k in self.keys if k.kind in ("look_at", "up")]
         if camera:
             position = base("camera.position")
@@ -261,10 +257,12 @@ class KeySet:
         for body, name in self.sizes.items():
             path = f"bodies.{body}.size"
             size = base(path)
-            factor = values[name]
-            if factor.dim() == 1 and size.dim() > 1:
-                factor = factor[:, None]
-            out[path] = size * factor
+            if size.dim() and size.shape[0] == 2:  # a capsule or cylinder: its thickness (its
+                # length spans its joints or its stops)
+                size = torch.cat([size[:1] * values[name], size[1:]])
+            else:
+                size = size * values[name]
+            out[path] = size
         return out
 
     def values(self, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -64,18 +64,23 @@ def _read(path, start: float, seconds: float | None, width: int, fps: float | No
     return read_video(path, size=(int(width), None), seconds=window, fps=fps)
 
 
-def moving_mask(frames: torch.Tensor, plate: torch.Tensor) -> torch.Tensor:
-    """(T, 1, H, W) bool: the pixels where something other than a shadow differs from the plate
-    (`imaging.foreground_mask` without `imaging.shadow_mask`, specks opened away)."""
-    import torch.nn.functional as F
+def moving_mask(frames: torch.Tensor, plate: torch.Tensor, shadow_share: float = 0.7):
+    """(T, 1, H, W) bool: the pixels where something other than a shadow differs from the
+    plate: `imaging.foreground_mask` without its connected regions that are mostly shadow-like
+    (`imaging.shadow_mask`). Whole regions go or stay: a grey body on a beige wall has pixels
+    that pass for shadow, but its region has others that do not (its colours, its ends)."""
+    from .blobs import component_labels
 
-    mask = imaging.foreground_mask(frames, plate) & ~imaging.shadow_mask(frames, plate)
-    kept = torch.empty_like(mask)
-    for start in range(0, mask.shape[0], 256):  # an opening by 2 x 2: specks and fringes go
-        part = mask[start : start + 256].float()
-        eroded = 1.0 - F.max_pool2d(F.pad(1.0 - part, (0, 1, 0, 1), value=1.0), 2, stride=1)
-        kept[start : start + 256] = F.max_pool2d(F.pad(eroded, (1, 0, 1, 0)), 2, stride=1) > 0.5
-    return kept
+    mask = imaging.foreground_mask(frames, plate)
+    shade = imaging.shadow_mask(frames, plate)
+    labels = component_labels(mask[:, 0])
+    inside = labels >= 0
+    unique, inverse = torch.unique(labels[inside], return_inverse=True)
+    total = torch.bincount(inverse, minlength=len(unique)).double()
+    dark = torch.bincount(inverse, shade[:, 0][inside].double(), len(unique))
+    keep = torch.zeros_like(mask[:, 0])
+    keep[inside] = (dark / total <= shadow_share)[inverse]
+    return keep[:, None]
 
 
 def observe(

@@ -382,9 +382,11 @@ def _refined_plate(obs: Observation, context: _Context, values: dict) -> Observa
 
 
 def _pixel_stage(context: _Context, values: dict, textures: dict, settings: Settings,
-                 iterations: int, observation=None, scene=None, horizon=None, log=None):  # fmt: skip
+                 iterations: int, observation=None, scene=None, horizon=None,
+                 growing: bool = False):  # fmt: skip
     """`fit_scene` on every pixel (colours and silhouettes) from ``values``, the textures
-    fixed; returns its `FitResult`."""
+    fixed; ``growing``: over horizons doubling from half a second (for a start the centre
+    stage could not bring close). Returns its `FitResult`."""
     obs = observation or context.obs
     fit_exposure = settings.exposure is None
     index = _spread(len(obs), settings.pixel_frames)
@@ -392,6 +394,10 @@ def _pixel_stage(context: _Context, values: dict, textures: dict, settings: Sett
         index = index[: max(4, len(index) * horizon // len(obs))]
     mask = context.body_mask if observation is None else obs.mask
     frames, mask, times = obs.frames[index], mask[index], context.times[index]
+    horizons = None
+    if growing:
+        end = float(times[-1] - times[0])
+        horizons = [h for h in (0.5 * 2.0**k for k in range(12)) if h < end] + [end + 1.0]
     import warnings
 
     with warnings.catch_warnings():
@@ -402,6 +408,7 @@ def _pixel_stage(context: _Context, values: dict, textures: dict, settings: Sett
             image_model=context.image_model(values, plate=obs.plate, fitted=fit_exposure),
             to_overrides=context.to_overrides(textures), iterations=iterations,
             edge_softness=settings.edge_softness, optimizer="lm", progress=False,
+            horizons=horizons,
             silhouettes=Silhouettes(mask, settings.silhouette_weight),
         )  # fmt: skip
 
@@ -509,7 +516,11 @@ def identify(
 
     # 2. pixels, from the best so far
     clock = time.perf_counter()
-    result = _pixel_stage(context, best, best_textures, settings, settings.iterations)
+    # a centre stage that matched most frames closely leaves the whole video in reach; else
+    # the pixel stage grows its horizon from half a second
+    close = centres.matched >= 0.8 and centres.error_px <= 1.5 * max(1.0, obs.size[0] / 160)
+    budget = settings.iterations * (1 if close else 2)
+    result = _pixel_stage(context, best, best_textures, settings, budget, growing=not close)
     after_pixels = _values_of(result)
     pixel_textures = context.textures(after_pixels)
     pixel_score = context.score(after_pixels, pixel_textures)
