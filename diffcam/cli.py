@@ -3,9 +3,12 @@
     diffcam render SCENE [--seconds S] [--fps N] [--out FILE.mp4|FILE.gif]
                          [--policy zero|random|sine] [--batch B] [--view rgb|depth|ids|tiled|all]
     diffcam check SCENE
+    diffcam fit SCENE VIDEO --keys KEY [KEY ...] [--start S] [--seconds D] [--width W]
+                [--fps F] [--out FILE.mp4] [--json FILE]
 
 ``render`` simulates the scene, renders a frame every 1/fps seconds and writes a video (with a
-progress bar). ``check`` validates a scene and prints a summary. A mistake in the scene file or
+progress bar). ``check`` validates a scene and prints a summary. ``fit`` fits keys of a scene
+to a video of it (`diffcam.identify`) and prints one JSON line. A mistake in the scene file or
 the options prints one ``diffcam: error: ...`` line and exits with status 2, without a
 traceback.
 """
@@ -22,6 +25,9 @@ from pathlib import Path
 import torch
 
 from .errors import SceneError
+from .fit import FitError
+from .identify import IdentifyError
+from .video import VideoError
 
 __all__ = ["main", "make_policy", "render_frames"]
 
@@ -265,12 +271,44 @@ def _cmd_import_mjcf(args) -> int:
     return 0
 
 
+def _cmd_fit(args) -> int:
+    import json
+
+    from .identify import Settings, identify
+
+    if args.threads is not None:
+        if args.threads < 1:
+            raise SceneError(f"--threads must be at least 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    if args.width < 16:
+        raise SceneError(f"--width must be at least 16 pixels, got {args.width}")
+    if args.out and Path(args.out).suffix.lower() not in (".mp4", ".gif"):
+        raise SceneError(f"--out must end in .mp4 or .gif, got {args.out!r}")
+    settings = Settings(
+        width=args.width, iterations=args.iterations, exposure=args.exposure,
+        systematic=not args.no_systematic, progress=not args.quiet,
+    )  # fmt: skip
+    result = identify(
+        args.scene, args.video, args.keys, start=args.start, seconds=args.seconds, fps=args.fps,
+        settings=settings,
+    )  # fmt: skip
+    summary = result.to_json()
+    if args.out:
+        result.write_video(args.out)
+        summary["video_out"] = str(args.out)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="diffcam",
         description="Simulate and render diffcam scenes (TOML files, see scenes/).",
     )
-    sub = p.add_subparsers(dest="command", metavar="{render,check,import-mjcf}")
+    sub = p.add_subparsers(dest="command", metavar="{render,check,fit,import-mjcf}")
     r = sub.add_parser("render", help="simulate a scene and write a video")
     r.add_argument("scene", help="a scene file, e.g. scenes/pendulum_cart.toml")
     r.add_argument("--seconds", type=float, default=3.0, help="simulated time (default 3)")
@@ -299,6 +337,36 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="validate a scene and print a summary")
     c.add_argument("scene")
     c.set_defaults(func=_cmd_check)
+    f = sub.add_parser(
+        "fit",
+        help="fit a scene's keys (physics, start, camera) to a video of it",
+        description="Fit the keys of a scene (its override paths: bodies.<b>.restitution, "
+        "joints.<j>.damping, camera.position, bodies.<b>.position[2], ...) to a video that "
+        "shows it, from the scene file's rough values. The last line printed is one JSON "
+        "object: values, std, status, explained, seconds.",
+    )
+    f.add_argument("scene", help="a scene file describing what the video shows, roughly")
+    f.add_argument("video", help="the video file (MP4, MOV, AVI, MKV, ...)")
+    f.add_argument("--keys", nargs="+", required=True, metavar="KEY", help="keys to fit")
+    f.add_argument("--start", type=float, default=0.0,
+                   help="video time (s) of the scene's time 0 (default 0)")  # fmt: skip
+    f.add_argument("--seconds", type=float, default=None,
+                   help="how much of the video to use from --start (default: to the end)")  # fmt: skip
+    f.add_argument("--width", type=int, default=160,
+                   help="working width in pixels (default 160)")  # fmt: skip
+    f.add_argument("--fps", type=float, default=None,
+                   help="the true frame rate, when the file's is wrong (slow motion)")  # fmt: skip
+    f.add_argument("--exposure", type=float, default=None,
+                   help="the shutter time (s), if known (default: fitted)")  # fmt: skip
+    f.add_argument("--iterations", type=int, default=12,
+                   help="evaluations of the pixel stage (default 12)")  # fmt: skip
+    f.add_argument("--no-systematic", action="store_true",
+                   help="skip the re-fits that measure what the fit's choices move")  # fmt: skip
+    f.add_argument("--out", help="write observed | fitted | difference to this .mp4 or .gif")
+    f.add_argument("--json", help="also write the result to this JSON file")
+    f.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    f.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    f.set_defaults(func=_cmd_fit)
     m = sub.add_parser("import-mjcf", help="convert a MuJoCo MJCF model (.xml) to a scene file")
     m.add_argument("model", help="an MJCF file made of primitive geoms")
     m.add_argument("-o", "--out", help="the scene file to write (default: MODEL with .toml)")
@@ -315,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
-    except SceneError as e:
+    except (SceneError, IdentifyError, VideoError, FitError) as e:
         print(f"diffcam: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -34,13 +34,13 @@ import torch
 from ..fit.evaluate import NormalEquations, batched_values
 from ..fit.keys import FitKey
 from ..fit.optimizers import Problem, Refused, levenberg_marquardt
+from ..fit.result import parameter_covariance
 from .blobs import Blobs
 
 __all__ = ["CentreFit", "fit_centres", "match_blobs", "predicted_centres"]
 
 _DIFFERENCE_STEP = {torch.float32: 1e-3, torch.float64: 1e-6}  # raw units
 _GATE = 8.0  # a match farther than this many loss scales is no match
-_SIZE_WEIGHT = 0.5  # the apparent radius's residual against the centre's
 
 
 @dataclasses.dataclass
@@ -55,6 +55,9 @@ class CentreFit:
             blob's centroid at the end.
         stages: per horizon, its frames, loss scale (px), evaluations, loss and status.
         blobs: (T, D) the blob each body is matched to in each frame at the end, -1 for none.
+        covariance: (P, P) of the fitted scalars in value units (`fit.result.
+            parameter_covariance` of the centre residuals at the end), or None.
+        scalars: (key, flat index) of each of the P scalars.
     """
 
     status: str
@@ -63,6 +66,8 @@ class CentreFit:
     error_px: float
     stages: list[dict]
     blobs: torch.Tensor
+    covariance: torch.Tensor | None = None
+    scalars: list = dataclasses.field(default_factory=list)
 
 
 def predicted_centres(model, keys: Sequence[FitKey], trainable, rows, bodies, horizon):
@@ -119,12 +124,6 @@ def _side_area(world) -> torch.Tensor:
     return torch.stack(areas, 1)
 
 
-def _spheres(model, bodies) -> torch.Tensor:
-    """(D,) bool: which of ``bodies`` are spheres (their bounding radius is their radius)."""
-    shapes = model.scene.world.shapes
-    return torch.tensor([shapes[i] == "sphere" for i in bodies])
-
-
 class _Centres:
     """The residuals of one horizon and loss scale, and the optimiser's `Problem` on them."""
 
@@ -133,7 +132,6 @@ class _Centres:
         self.bodies, self.horizon, self.scale = list(bodies), int(horizon), float(scale)
         self.centre = blobs.centre[:horizon]  # (T', K, 2)
         self.area = blobs.area[:horizon]  # (T', K)
-        self.spheres = _spheres(model, bodies)
         self.width = model.scene.camera.width
         self.height = model.scene.camera.height
 
@@ -174,13 +172,12 @@ class _Centres:
         return torch.where(ok, index, torch.full_like(index, -1))
 
     def residuals(self, centres, radius, matched) -> torch.Tensor:
-        """(n, T', D, 3) residuals (x, y, size) of every world's prediction against the matched
-        blobs; a body matched to nothing has a constant residual (the gate's)."""
+        """(n, T', D, 2) residuals (x, y) of every world's prediction against the matched blobs,
+        in loss scales; a body matched to nothing has a constant residual (the gate's)."""
         n, t, d = radius.shape
         has = matched >= 0  # (T', D)
         index = matched.clamp_min(0)
         blob_centre = torch.gather(self.centre, 1, index[..., None].expand(t, d, 2))  # (T', D, 2)
-        blob_area = torch.gather(self.area, 1, index)  # (T', D)
         # bodies that share a blob are compared as a group: their area-weighted centroid
         weight = (math.pi * radius.square()) * has  # (n, T', D)
         share = torch.zeros(n, t, self.centre.shape[1], dtype=radius.dtype, device=radius.device)
@@ -192,14 +189,10 @@ class _Centres:
         members.scatter_add_(1, index, has.to(radius.dtype))
         count = torch.gather(members, 1, index).clamp_min(1)  # (T', D)
         grouped = torch.gather(group, 2, index[None, ..., None].expand(n, t, d, 2))
-        error = (grouped - blob_centre) / self.scale / count.sqrt()[..., None]
-        alone = has & (count == 1) & self.spheres
-        size = (radius - (blob_area / math.pi).sqrt()) / max(self.scale, 1.0) * _SIZE_WEIGHT
-        size = torch.where(alone, size, torch.zeros_like(size))
-        r = torch.cat([error, size[..., None]], -1)  # (n, T', D, 3)
+        r = (grouped - blob_centre) / self.scale / count.sqrt()[..., None]  # (n, T', D, 2)
         robust = r * _charbonnier(r.norm(dim=-1, keepdim=True))
         gate = _GATE * float(_charbonnier(torch.tensor(_GATE))) / math.sqrt(2)
-        return torch.where(has[..., None], robust, r.new_tensor([gate, gate, 0.0]))
+        return torch.where(has[..., None], robust, r.new_tensor([gate, gate]))
 
     def evaluate(self, rows):
         centres, radius, depth = predicted_centres(
@@ -225,9 +218,9 @@ class _Centres:
         offsets[1::2], offsets[2::2] = eye, -eye
         centres, radius, depth = self.evaluate(x + offsets)
         matched = self.match(centres[0], radius[0], depth[0])
-        r = self.residuals(centres, radius, matched).flatten(2)  # (2P + 1, T', 3 D)
+        r = self.residuals(centres, radius, matched).flatten(2)  # (2P + 1, T', 2 D)
         primal = r[0]
-        jac = ((r[1::2] - r[2::2]) / (2 * step)).permute(1, 2, 0)  # (T', 3 D, P)
+        jac = ((r[1::2] - r[2::2]) / (2 * step)).permute(1, 2, 0)  # (T', 2 D, P)
         jtj = torch.einsum("tnp,tnq->pq", jac, jac)
         frame_jtr = torch.einsum("tnp,tn->tp", jac, primal)
         count = primal.numel()
@@ -293,6 +286,7 @@ def fit_centres(
     scales: tuple[float, float] | None = None,
     max_step: float = 4.0,
     record=None,
+    uncertainty: bool = True,
 ) -> CentreFit:
     """Fit the trainable keys so that the bodies' projected centres follow the blobs.
 
@@ -307,6 +301,7 @@ def fit_centres(
             from a twelfth of the image's width down to a pixel at 160 px wide).
         max_step: the largest change of a raw parameter per step.
         record: optional callable(loss) called once per evaluation (progress).
+        uncertainty: also the covariance of the fitted scalars at the end.
     """
     width = model.scene.camera.width
     if scales is None:
@@ -343,7 +338,12 @@ def fit_centres(
         })  # fmt: skip
     final = _Centres(model, keys, trainable, blobs, bodies, spans[-1], scales[1])
     blob, error = final.matches()
-    return CentreFit(status, used, float((blob >= 0).double().mean()), error, stages, blob)
+    covariance = None
+    if uncertainty:
+        covariance = parameter_covariance(final.normal_equations(), spans[-1], trainable)
+    scalars = [(k.key, i) for k in trainable for i in range(k.raw.numel())]
+    return CentreFit(status, used, float((blob >= 0).double().mean()), error, stages, blob,
+                     covariance, scalars)  # fmt: skip
 
 
 def _unused() -> float:

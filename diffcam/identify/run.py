@@ -120,6 +120,10 @@ class Identification:
         stages: per stage, its name, evaluations, seconds, score and whether it was kept.
         nuisance: the fitted values that are not the user's keys (size factors, exposure).
         unidentifiable: keys the video does not determine (left at their start).
+        contacts: "<body>/<other>" -> the friction and restitution a contact between them
+            has (the geometric mean of the two bodies' frictions, the larger restitution),
+            for every body whose friction or restitution is a key, with each body it can
+            touch.
         textures: body name -> its learnt (3, Ht, Wt) texture.
         observation: the prepared video.
         parameters: the final internal parameter values (for `render`).
@@ -140,6 +144,7 @@ class Identification:
     textures: dict
     observation: Observation = dataclasses.field(repr=False)
     parameters: dict = dataclasses.field(repr=False, default_factory=dict)
+    contacts: dict = dataclasses.field(default_factory=dict)
     _context: object = dataclasses.field(repr=False, default=None)
 
     def to_json(self) -> dict:
@@ -151,6 +156,7 @@ class Identification:
             "overlap": round(self.overlap, 4),
             "std_statistical": _finite(self.statistical), "std_systematic": _finite(self.systematic),
             "unidentifiable": self.unidentifiable, "nuisance": self.nuisance,
+            "contacts": self.contacts,
             "message": self.message, "stages": self.stages,
             "video": {"path": obs.path, "frames": len(obs), "size": list(obs.size),
                       "fps": obs.fps, "start": obs.start,
@@ -413,6 +419,29 @@ def _pixel_stage(context: _Context, values: dict, textures: dict, settings: Sett
         )  # fmt: skip
 
 
+def _centre_stage(context: _Context, values: dict, budget: int, observation=None, scene=None,
+                  horizon=None, first_horizon: float = 0.25):  # fmt: skip
+    """The centre stage (`fit_centres`) from ``values`` (the size factors held): returns the
+    values it reached and its `CentreFit`. The other arguments change what it sees (for the
+    systematic checks)."""
+    from ..errors import SceneError
+
+    obs = observation or context.obs
+    scene = scene or context.scene
+    times = context.times if horizon is None else context.times[:horizon]
+    mask = obs.mask if horizon is None else obs.mask[:horizon]
+    keys = [make_key(n, s, scene.dtype) for n, s in context.fit_keys(values, False).items()]
+    # the sizes stay the file's here: a blob's area says nothing the positions do not
+    free = [k for k in keys if k.key not in context.keyset.sizes.values()]
+    model = VideoModel(scene, times, context.actions, None, context.keyset.overrides)
+    try:
+        fit = fit_centres(model, keys, free, find_blobs(mask), context.bodies, budget=budget,
+                          first_horizon=first_horizon)  # fmt: skip
+    except (SceneError, FitError) as error:
+        raise IdentifyError(f"the centre stage could not run: {error}") from None
+    return {k.key: k.value().detach().double() for k in keys}, fit
+
+
 def _spread(count: int, most: int) -> torch.Tensor:
     """Up to ``most`` frame indices spread evenly over ``count`` frames, first and last in."""
     return torch.unique(torch.linspace(0, count - 1, min(count, most)).round().long())
@@ -481,18 +510,7 @@ def identify(
 
     # 1. centres
     clock = time.perf_counter()
-    blobs = find_blobs(obs.mask)
-    fit_keys = [make_key(n, s, loaded.dtype) for n, s in context.fit_keys(values, False).items()]
-    # the sizes stay the file's here: a blob's area says the body's distance, given its size
-    free = [k for k in fit_keys if k.key not in keyset.sizes.values()]
-    model = VideoModel(loaded, context.times, actions, None, keyset.overrides)
-    try:
-        centres = fit_centres(
-            model, fit_keys, free, blobs, context.bodies, budget=settings.centre_budget
-        )
-    except (SceneError, FitError) as error:
-        raise IdentifyError(f"the centre stage could not run: {error}") from None
-    after_centres = {k.key: k.value().detach().double() for k in fit_keys}
+    after_centres, centres = _centre_stage(context, values, settings.centre_budget)
     log(f"centres: {centres.evaluations} rollouts, {centres.matched:.0%} of frames matched, "
         f"{centres.error_px:.2f} px median error ({time.perf_counter() - clock:.1f} s)")  # fmt: skip
 
@@ -532,38 +550,70 @@ def identify(
     notes = []
     if pixel_score.better_than(best_score):
         best, best_score, best_textures, kept = after_pixels, pixel_score, pixel_textures, "pixels"
-        final = result
     else:
         notes.append(
             f"the pixel stage lowered the explained share from {best_score.explained:.1%} to "
             f"{pixel_score.explained:.1%}: kept the {kept} stage's values"
         )
-        final = None
     for stage in stages:
         stage["kept"] = stage["name"] == kept
 
     # 3. the ± : statistical, and what the fit's own choices move
-    statistical = _statistical(keyset, best, final)
+    statistical = {}
+    if kept == "pixels" and result.covariance is not None:
+        statistical = keyset.std(best, result.covariance, result.covariance_keys)
+    elif kept == "centres" and centres.covariance is not None:
+        statistical = keyset.std(best, centres.covariance, centres.scalars)
     systematic: dict = {}
-    if settings.systematic and final is not None:
+    if settings.systematic and kept != "start":
         clock = time.perf_counter()
-        systematic = _systematic(context, best, best_textures, settings, log)
-        log(f"systematic: {time.perf_counter() - clock:.1f} s")
+        systematic = _systematic(context, best, best_textures, settings, kept, log)
+        log(f"systematic ({kept} stage re-run 3 times): {time.perf_counter() - clock:.1f} s")
     user = keyset.values(best)
     std = {}
     for key, value in user.items():
         s = statistical.get(key, torch.full_like(value, math.inf))
         extra = systematic.get(key, torch.zeros_like(value))
         std[key] = torch.sqrt(s.square() + extra.square())
+    final = result if kept == "pixels" else None
     unidentifiable = [] if final is None else _user_unidentifiable(keyset, final.unidentifiable)
+    contacts = _contacts(loaded, keyset, best)
     status, message = _status(best_score, kept, unidentifiable, keyset, notes, obs)
     return Identification(
         values=_plain(user), std=_plain(std), statistical=_plain(statistical),
         systematic=_plain(systematic), status=status, explained=best_score.explained,
         overlap=best_score.overlap, message=message, seconds=time.perf_counter() - began,
         stages=stages, nuisance=_nuisance(keyset, best), unidentifiable=unidentifiable,
-        textures=best_textures, observation=obs, parameters=best, _context=context,
+        textures=best_textures, observation=obs, parameters=best, contacts=contacts,
+        _context=context,
     )  # fmt: skip
+
+
+def _contacts(scene, keyset: KeySet, values: dict) -> dict:
+    """The coefficients of the contacts that a fitted friction or restitution sets: what a
+    contact between two bodies has (``physics``' rules: the geometric mean of the frictions,
+    the larger restitution)."""
+    routed = keyset.overrides(values)
+    fitted = {k.path.split(".")[1] for k in keyset.keys
+              if k.path.startswith("bodies.") and k.path.split(".")[-1] in ("friction", "restitution")}  # fmt: skip
+    bodies = {b["name"]: b for b in scene.config.bodies}
+    out = {}
+    for name in sorted(fitted):
+        if not bodies[name].get("collide", True):
+            continue
+        for other, spec in bodies.items():
+            if other == name or not spec.get("collide", True):
+                continue
+
+            def coefficient(body, field):
+                path = f"bodies.{body}.{field}"
+                return float(routed.get(path, keyset.base[path]))
+
+            out[f"{name}/{other}"] = {
+                "friction": math.sqrt(coefficient(name, "friction") * coefficient(other, "friction")),
+                "restitution": max(coefficient(name, "restitution"), coefficient(other, "restitution")),
+            }  # fmt: skip
+    return out
 
 
 def _stage(name: str, evaluations: int, seconds: float, score: Score, **extra) -> dict:
@@ -611,42 +661,38 @@ def _check_in_view(context: _Context, values: dict) -> None:
         )
 
 
-def _statistical(keyset: KeySet, values: dict, result) -> dict:
-    """One standard deviation of each key from the pixel fit's covariance."""
-    if result is None or result.covariance is None:
-        return {}
-    return keyset.std(values, result.covariance, result.covariance_keys)
-
-
-def _systematic(context: _Context, values: dict, textures: dict, settings: Settings, log) -> dict:
-    """Per key, the root sum of squares of how far its value moves when the fit is run again
-    from the solution at half the time step, at half the resolution, and on the first half of
-    the video."""
+def _systematic(context: _Context, values: dict, textures: dict, settings: Settings, kept: str,
+                log) -> dict:  # fmt: skip
+    """Per key, the root sum of squares of how far its value moves when the ``kept`` stage
+    ("centres" or "pixels") is run again from the solution at half the time step, at half the
+    resolution, and on the first half of the video."""
     user = context.keyset.values(values)
     shifts: dict[str, list[torch.Tensor]] = {k: [] for k in user}
-    checks = {}
-    # half the time step
-    finer = context.scene.with_overrides({"world.timestep": context.scene.timestep / 2})
-    checks["half time step"] = {"scene": finer}
-    # half the resolution
     obs = context.obs
+    checks = {"half time step": {
+        "scene": context.scene.with_overrides({"world.timestep": context.scene.timestep / 2})
+    }}  # fmt: skip
     half = (obs.size[0] // 2, obs.size[1] // 2)
     if min(half) >= 16:
         frames = F.avg_pool2d(obs.frames[:, :, : 2 * half[1], : 2 * half[0]].to(torch.float32), 2)
-        mask = F.avg_pool2d(obs.mask[:, :, : 2 * half[1], : 2 * half[0]].float(), 2) > 0.5
+        mask = F.avg_pool2d(obs.mask[:, :, : 2 * half[1], : 2 * half[0]].float(), 2) > 0.25
         plate = F.avg_pool2d(obs.plate[None, :, : 2 * half[1], : 2 * half[0]].float(), 2)[0]
         small = dataclasses.replace(obs, frames=frames, mask=mask, plate=plate)
         checks["half resolution"] = {"scene": _scene_at(context.scene, half), "observation": small}
-    # the first half of the video
     checks["first half"] = {"horizon": len(obs) // 2}
     for name, change in checks.items():
         try:
-            result = _pixel_stage(context, values, textures, settings, settings.check_iterations,
-                                  **change)  # fmt: skip
+            if kept == "pixels":
+                result = _pixel_stage(context, values, textures, settings,
+                                      settings.check_iterations, **change)  # fmt: skip
+                moved = _values_of(result)
+            else:
+                moved, _ = _centre_stage(context, values, 3 * settings.check_iterations,
+                                         first_horizon=math.inf, **change)  # fmt: skip
         except Exception as error:  # noqa: BLE001 - a check that fails adds no figure
             log(f"systematic check {name!r} failed: {error}")
             continue
-        moved = context.keyset.values(_values_of(result))
+        moved = context.keyset.values(moved)
         for k in user:
             shifts[k].append(moved[k] - user[k])
     return {k: torch.stack(v).square().sum(0).sqrt() if v else torch.zeros_like(user[k])
