@@ -11,7 +11,7 @@ import torch
 from .evaluate import NormalEquations
 from .keys import FitKey
 
-__all__ = ["FitResult", "FitError", "covariance", "parameter_covariance"]
+__all__ = ["FitResult", "FitError", "covariance", "parameter_covariance", "gauss_newton_step"]
 
 
 class FitError(ValueError):
@@ -54,6 +54,8 @@ class FitResult:
             outside the image (or behind the camera) in the fitted model; only bodies that
             leave the view are listed.
         stages: per stage, its softness, pyramid level, frames, evaluations and final loss.
+        normal_equations: the residuals' `NormalEquations` at the solution over the scalars
+            of ``covariance_keys`` (raw units), or None (see `gauss_newton_step`).
     """
 
     values: dict[str, torch.Tensor]
@@ -74,6 +76,7 @@ class FitResult:
     out_of_view: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     stages: list[dict] = dataclasses.field(default_factory=list)
     explained: float | None = None
+    normal_equations: NormalEquations | None = None
 
 
 _BLOCKS = 20  # the clustered covariance's groups of consecutive frames
@@ -94,26 +97,39 @@ def covariance(eq: NormalEquations, frames_used: int) -> tuple[torch.Tensor, tor
     do not see (a singular J^T J) get an infinite variance.
     """
     p = eq.jtj.shape[0]
-    scale = eq.jtj.diagonal().clamp_min(1e-300).sqrt()
-    normalised = eq.jtj / scale[:, None] / scale[None, :]
-    eigenvalues, vectors = torch.linalg.eigh(normalised)
-    keep = eigenvalues > 1e-12 * float(eigenvalues.max().clamp_min(1e-300))
-    inverse_values = torch.where(
-        keep, 1.0 / eigenvalues.clamp_min(1e-300), torch.zeros_like(eigenvalues)
-    )
-    inverse = (vectors * inverse_values) @ vectors.T / scale[:, None] / scale[None, :]
+    inverse, blind = _pseudo_inverse(eq.jtj)
     dof = max(eq.count - p, 1)
     gauss_newton = inverse * (eq.cost / dof)
     per_frame = eq.frame_jtr[:frames_used]
     blocks = torch.stack([b.sum(0) for b in per_frame.tensor_split(min(_BLOCKS, len(per_frame)))])
     c = blocks.shape[0]
     clustered = inverse @ (blocks.T @ blocks * (c / max(c - 1, 1))) @ inverse
-    if not bool(keep.all()):
-        blind = (vectors[:, ~keep].abs() > 1e-6).any(1)
+    if bool(blind.any()):
         for m in (gauss_newton, clustered):
             m[blind, :] = math.inf
             m[:, blind] = math.inf
     return gauss_newton, clustered
+
+
+def _pseudo_inverse(jtj: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """((J^T J)^+ (P, P), blind (P,) bool): the pseudo-inverse, scaled to unit diagonal first,
+    without the directions the residuals do not see (eigenvalues below 1e-12 of the largest),
+    and which scalars take part in those directions."""
+    scale = jtj.diagonal().clamp_min(1e-300).sqrt()
+    eigenvalues, vectors = torch.linalg.eigh(jtj / scale[:, None] / scale[None, :])
+    keep = eigenvalues > 1e-12 * float(eigenvalues.max().clamp_min(1e-300))
+    inverse_values = torch.where(
+        keep, 1.0 / eigenvalues.clamp_min(1e-300), torch.zeros_like(eigenvalues)
+    )
+    inverse = (vectors * inverse_values) @ vectors.T / scale[:, None] / scale[None, :]
+    return inverse, (vectors[:, ~keep].abs() > 1e-6).any(1)
+
+
+def gauss_newton_step(eq: NormalEquations) -> torch.Tensor:
+    """(P,) the Gauss-Newton step -(J^T J)^+ J^T r (raw units) from where ``eq`` was taken:
+    about zero at a solution; from a solution, with the residuals of a changed problem (another
+    time step, resolution or horizon), how far that change moves the solution (linearised)."""
+    return -(_pseudo_inverse(eq.jtj.to(torch.float64))[0] @ eq.jtr.to(torch.float64))
 
 
 def parameter_covariance(eq: NormalEquations, frames_used: int, keys: Sequence[FitKey]):

@@ -439,9 +439,9 @@ def _finish(model, target, keys, trainable, seen: _Seen, done, final: Plan, unce
         left = "; ".join(f"{n!r} leaves the view in {len(f)} of {len(visible)} frames"
                          for n, f in out_of_view.items())  # fmt: skip
         messages.append(f"in the fitted model {left} (those frames see it only as absent)")
-    std, cov, cov_keys = _uncertainty(model, target, keys, trainable, final, messages) if (
+    std, cov, cov_keys, eq = _uncertainty(model, target, keys, trainable, final, messages) if (
         uncertainty and trainable and sum(k.raw.numel() for k in trainable) <= _LM_MAX_SCALARS
-    ) else ({}, None, [])  # fmt: skip
+    ) else ({}, None, [], None)  # fmt: skip
     for key in seen.unidentifiable:
         std[key] = torch.full_like(values[key], math.inf)
     share = evaluate.explained(model, target, keys, final) if seen.in_view else None
@@ -463,12 +463,13 @@ def _finish(model, target, keys, trainable, seen: _Seen, done, final: Plan, unce
         seconds=time.perf_counter() - start, levels=done.levels, value_history=done.value_history,
         std=std, covariance=cov, covariance_keys=cov_keys, sensitivity=seen.sensitivity,
         status=status, message="; ".join(messages), out_of_view=out_of_view, stages=done.stages,
-        explained=share,
+        explained=share, normal_equations=eq,
     )  # fmt: skip
 
 
 def _uncertainty(model, target, keys, trainable, final: Plan, messages: list[str]):
-    """(std per key, clustered covariance (P, P) in value units, its keys) at the solution."""
+    """(std per key, covariance (P, P) in value units, its keys, the normal equations) at the
+    solution."""
     from physics import SimulationError
 
     from ..errors import SceneError
@@ -477,7 +478,7 @@ def _uncertainty(model, target, keys, trainable, final: Plan, messages: list[str
         eq = evaluate.normal_equations(model, target, keys, trainable, final)
     except (SceneError, SimulationError) as error:  # the Jacobian's steps leave the valid range
         messages.append(f"no uncertainty: the Jacobian at the solution failed ({error})")
-        return {}, None, []
+        return {}, None, [], None
     cov = parameter_covariance(eq, final.horizon, trainable)
     variances = cov.diagonal().clamp_min(0)
     std, index = {}, 0
@@ -485,4 +486,4 @@ def _uncertainty(model, target, keys, trainable, final: Plan, messages: list[str
         n = k.raw.numel()
         std[k.key] = variances[index : index + n].sqrt().view_as(k.raw).to(k.raw.dtype)
         index += n
-    return std, cov, [(k.key, i) for k in trainable for i in range(k.raw.numel())]
+    return std, cov, [(k.key, i) for k in trainable for i in range(k.raw.numel())], eq

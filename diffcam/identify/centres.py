@@ -37,7 +37,7 @@ from ..fit.optimizers import Problem, Refused, levenberg_marquardt
 from ..fit.result import parameter_covariance
 from .blobs import Blobs
 
-__all__ = ["CentreFit", "fit_centres", "match_blobs", "predicted_centres"]
+__all__ = ["CentreFit", "centre_equations", "fit_centres", "match_blobs", "predicted_centres"]
 
 _DIFFERENCE_STEP = {torch.float32: 1e-3, torch.float64: 1e-6}  # raw units
 _GATE = 8.0  # a match farther than this many loss scales is no match
@@ -58,6 +58,7 @@ class CentreFit:
         covariance: (P, P) of the fitted scalars in value units (`fit.result.
             parameter_covariance` of the centre residuals at the end), or None.
         scalars: (key, flat index) of each of the P scalars.
+        equations: the residuals' `NormalEquations` at the end (raw units), or None.
     """
 
     status: str
@@ -68,6 +69,7 @@ class CentreFit:
     blobs: torch.Tensor
     covariance: torch.Tensor | None = None
     scalars: list = dataclasses.field(default_factory=list)
+    equations: NormalEquations | None = None
 
 
 def predicted_centres(model, keys: Sequence[FitKey], trainable, rows, bodies, horizon):
@@ -254,6 +256,13 @@ def _charbonnier(norm: torch.Tensor) -> torch.Tensor:
     return torch.sqrt(2.0 / (torch.sqrt(1.0 + norm.square()) + 1.0))
 
 
+def centre_equations(model, keys, trainable, blobs: Blobs, bodies, scale: float):
+    """The centre residuals' `NormalEquations` over every frame of ``model`` at the keys'
+    values, with loss ``scale`` (px)."""
+    problem = _Centres(model, keys, trainable, blobs, bodies, model.frame_count, scale)
+    return problem.normal_equations()
+
+
 def match_blobs(model, keys, blobs: Blobs, bodies, scale: float) -> torch.Tensor:
     """(T, D) the blob each body is matched to in each frame at the keys' values, -1 for
     none (nearer than a few loss ``scale`` (px) and of a plausible area)."""
@@ -295,7 +304,8 @@ def fit_centres(
         keys, trainable: every key, and those to fit (their ``raw`` is changed in place).
         blobs: `find_blobs` of the video's foreground masks.
         bodies: the drawn moving bodies (state indices) to match to blobs.
-        budget: rollouts (Jacobians and trials) in all, shared by the horizons.
+        budget: rollouts (Jacobians and trials) in all, shared by the horizons; 0 fits
+            nothing (the matches and the covariance at the keys' values).
         first_horizon: seconds of video in the first horizon (doubling to the whole video).
         scales: the Cauchy loss's scale (px) in the first and the last horizon (default
             from a twelfth of the image's width down to a pixel at 160 px wide).
@@ -309,7 +319,7 @@ def fit_centres(
     spans = _horizons(model.times, first_horizon)
     stages: list[dict] = []
     used, status, damping = 0, "budget", {}
-    for i, span in enumerate(spans):
+    for i, span in enumerate(spans if budget > 0 else []):
         fraction = i / max(len(spans) - 1, 1)
         scale = scales[0] * (scales[1] / scales[0]) ** fraction
         problem = _Centres(model, keys, trainable, blobs, bodies, span, scale)
@@ -338,12 +348,13 @@ def fit_centres(
         })  # fmt: skip
     final = _Centres(model, keys, trainable, blobs, bodies, spans[-1], scales[1])
     blob, error = final.matches()
-    covariance = None
+    covariance = equations = None
     if uncertainty:
-        covariance = parameter_covariance(final.normal_equations(), spans[-1], trainable)
+        equations = final.normal_equations()
+        covariance = parameter_covariance(equations, spans[-1], trainable)
     scalars = [(k.key, i) for k in trainable for i in range(k.raw.numel())]
     return CentreFit(status, used, float((blob >= 0).double().mean()), error, stages, blob,
-                     covariance, scalars)  # fmt: skip
+                     covariance, scalars, equations)  # fmt: skip
 
 
 def _unused() -> float:

@@ -50,6 +50,7 @@ from .observation import Observation, moving_mask, observe
 __all__ = ["identify", "Identification", "Settings", "Score"]
 
 _EXPOSURE = "image.exposure"
+_PIXELS_RADIUS = 3.0  # px: smaller bodies are measured by their blobs' centroids alone
 _GOOD_EXPLAINED = 0.3  # the moving pixels a "good" fit explains at least (with its learnt look)
 _GOOD_OVERLAP = 0.4  # and the silhouette overlap (IoU) with the foreground it reaches at least
 
@@ -71,6 +72,9 @@ class Settings:
         systematic: re-fit at half the time step, half the resolution and half the video to
             measure what those choices move (adds to the ± and to the time).
         check_iterations: evaluations of each of those re-fits.
+        pixels: "auto" (the pixel stage runs when a moving body is at least 3 px in radius
+            at the working width, or the centre stage did not come close), "always" or
+            "never".
         progress: report the stages on stderr.
     """
 
@@ -83,7 +87,8 @@ class Settings:
     fit_sizes: bool = True
     exposure: float | None = None
     systematic: bool = True
-    check_iterations: int = 6
+    check_iterations: int = 4
+    pixels: str = "auto"
     progress: bool = True
 
 
@@ -303,19 +308,25 @@ class _Context:
         with torch.no_grad():
             return model, model.build({k.key: k.value().detach() for k in keys})
 
+    def apparent_radius(self, values: dict) -> torch.Tensor:
+        """(D,) each moving body's median apparent radius (px) over the frames at ``values``
+        (a disc of its side-on area)."""
+        model = VideoModel(self.scene, self.times, self.actions, None, self.keyset.overrides)
+        keys = [make_key(n, s, self.scene.dtype) for n, s in self.fit_keys(values, False).items()]
+        rows = torch.zeros(1, 0, dtype=self.scene.dtype)
+        with torch.no_grad():
+            _, radius, depth = predicted_centres(
+                model, keys, [], rows, self.bodies, len(self.times)
+            )
+        radius = torch.where(depth[0] > 0, radius[0], torch.nan)
+        return radius.nanmedian(0).values.nan_to_num(0.0)
+
     def textures(self, values: dict, softness: float = 0.5) -> dict:
         """Each moving body's texture learnt at ``values``."""
         model, built = self.built(values, {})
-        sizes = []
-        keys = [make_key(n, s, self.scene.dtype) for n, s in self.fit_keys(values, False).items()]
-        with torch.no_grad():
-            _, radius, _ = predicted_centres(
-                model, keys, [], torch.zeros(1, 0, dtype=self.scene.dtype), self.bodies,
-                len(self.times),
-            )  # fmt: skip
-        for d, body in enumerate(self.bodies):
-            seen = radius[0, :, d]
-            sizes.append(texture_size(self.scene, body, float(seen[seen > 0].median())))
+        radius = self.apparent_radius(values)
+        sizes = [texture_size(self.scene, body, float(radius[d]))
+                 for d, body in enumerate(self.bodies)]  # fmt: skip
         return estimate_textures(
             model, built, self.bodies, sizes, self.obs.frames, edge_softness=softness
         )
@@ -532,43 +543,63 @@ def identify(
     log(f"scores: start explains {start_score.explained:.1%} (overlap {start_score.overlap:.2f}),"
         f" centres {centre_score.explained:.1%} (overlap {centre_score.overlap:.2f})")  # fmt: skip
 
-    # 2. pixels, from the best so far
-    clock = time.perf_counter()
-    # a centre stage that matched most frames closely leaves the whole video in reach; else
-    # the pixel stage grows its horizon from half a second
+    # 2. pixels, from the best so far: where the bodies are big enough for their pixels to
+    # say more than their blobs' centroids, or the centre stage did not come close
     close = centres.matched >= 0.8 and centres.error_px <= 1.5 * max(1.0, obs.size[0] / 160)
-    budget = settings.iterations * (1 if close else 2)
-    result = _pixel_stage(context, best, best_textures, settings, budget, growing=not close)
-    after_pixels = _values_of(result)
-    pixel_textures = context.textures(after_pixels)
-    pixel_score = context.score(after_pixels, pixel_textures)
-    stages.append(_stage("pixels", result.iterations, time.perf_counter() - clock, pixel_score,
-                         status=result.status))  # fmt: skip
-    log(f"pixels: {result.iterations} evaluations ({result.status}), explains "
-        f"{pixel_score.explained:.1%} (overlap {pixel_score.overlap:.2f}) "
-        f"({time.perf_counter() - clock:.1f} s)")  # fmt: skip
-    notes = []
-    if pixel_score.better_than(best_score):
-        best, best_score, best_textures, kept = after_pixels, pixel_score, pixel_textures, "pixels"
-    else:
+    large = float(context.apparent_radius(best).max()) >= _PIXELS_RADIUS
+    notes, result = [], None
+    if settings.pixels == "always" or (settings.pixels == "auto" and (large or not close)):
+        clock = time.perf_counter()
+        # from a centre stage that matched most frames closely the whole video is in reach;
+        # else the pixel stage grows its horizon from half a second
+        budget = settings.iterations * (1 if close else 2)
+        result = _pixel_stage(context, best, best_textures, settings, budget, growing=not close)
+        after_pixels = _values_of(result)
+        pixel_textures = context.textures(after_pixels)
+        pixel_score = context.score(after_pixels, pixel_textures)
+        stages.append(_stage("pixels", result.iterations, time.perf_counter() - clock,
+                             pixel_score, status=result.status))  # fmt: skip
+        log(f"pixels: {result.iterations} evaluations ({result.status}), explains "
+            f"{pixel_score.explained:.1%} (overlap {pixel_score.overlap:.2f}) "
+            f"({time.perf_counter() - clock:.1f} s)")  # fmt: skip
+        if pixel_score.better_than(best_score):
+            best, best_score, best_textures = after_pixels, pixel_score, pixel_textures
+            kept = "pixels"
+        else:
+            notes.append(
+                f"the pixel stage lowered the explained share from {best_score.explained:.1%} "
+                f"to {pixel_score.explained:.1%}: kept the {kept} stage's values"
+            )
+    elif settings.pixels == "auto":
         notes.append(
-            f"the pixel stage lowered the explained share from {best_score.explained:.1%} to "
-            f"{pixel_score.explained:.1%}: kept the {kept} stage's values"
+            f"no pixel stage: the bodies are under {_PIXELS_RADIUS:g} px in radius at this "
+            "width, where their blobs' centroids are the measurement (--width for more)"
         )
     for stage in stages:
         stage["kept"] = stage["name"] == kept
 
     # 3. the ± : statistical, and what the fit's own choices move
     statistical = {}
-    if kept == "pixels" and result.covariance is not None:
+    if kept == "pixels" and result is not None and result.covariance is not None:
         statistical = keyset.std(best, result.covariance, result.covariance_keys)
     elif kept == "centres" and centres.covariance is not None:
         statistical = keyset.std(best, centres.covariance, centres.scalars)
     systematic: dict = {}
-    if settings.systematic and kept != "start":
+    base = None
+    if kept == "pixels" and result.normal_equations is not None:
+        base = (result.normal_equations, result.covariance_keys)
+    elif kept == "centres" and centres.equations is not None:
+        base = (centres.equations, centres.scalars)
+    if settings.systematic and base is not None:
         clock = time.perf_counter()
-        systematic = _systematic(context, best, best_textures, settings, kept, log)
-        log(f"systematic ({kept} stage re-run 3 times): {time.perf_counter() - clock:.1f} s")
+        other = None
+        if kept == "pixels" and centre_score.explained >= _GOOD_EXPLAINED:
+            other = after_centres
+        elif kept == "centres" and result is not None and pixel_score.explained >= _GOOD_EXPLAINED:
+            other = after_pixels
+        systematic = _systematic(context, best, best_textures, settings, kept, base, other, log)
+        log(f"systematic (the {kept} stage's problem changed 3 ways, and the stages' spread): "
+            f"{time.perf_counter() - clock:.1f} s")  # fmt: skip
     user = keyset.values(best)
     std = {}
     for key, value in user.items():
@@ -661,11 +692,32 @@ def _check_in_view(context: _Context, values: dict) -> None:
         )
 
 
+def _named_step(eq, scalars) -> dict[str, torch.Tensor]:
+    """The Gauss-Newton step of normal equations over ``scalars`` ((key, flat index) each) as
+    key -> {flat index: step}."""
+    from ..fit.result import gauss_newton_step
+
+    step = gauss_newton_step(eq)
+    out: dict[str, dict[int, torch.Tensor]] = {}
+    for value, (key, index) in zip(step, scalars, strict=True):
+        out.setdefault(key, {})[index] = value
+    return out
+
+
 def _systematic(context: _Context, values: dict, textures: dict, settings: Settings, kept: str,
-                log) -> dict:  # fmt: skip
-    """Per key, the root sum of squares of how far its value moves when the ``kept`` stage
-    ("centres" or "pixels") is run again from the solution at half the time step, at half the
-    resolution, and on the first half of the video."""
+                base, other, log) -> dict:  # fmt: skip
+    """Per key, the root sum of squares of how far its value moves:
+
+    * when the ``kept`` stage's problem ("centres" or "pixels") is changed at the solution:
+      half the time step, half the resolution, the first half of the video. Each move is the
+      Gauss-Newton step of the changed problem from the solution less that of the problem
+      itself (``base``: its normal equations and their scalars there): one Jacobian per
+      change instead of a re-fit;
+    * to where that problem's own Gauss-Newton step goes (the optimiser stopped short);
+    * to the ``other`` stage's solution (parameter values, or None): two estimators of the
+      same keys, from the blobs' centroids and from every pixel, differ by the model's misfit.
+    """
+    specs = context.fit_keys(values, kept == "pixels" and settings.exposure is None)
     user = context.keyset.values(values)
     shifts: dict[str, list[torch.Tensor]] = {k: [] for k in user}
     obs = context.obs
@@ -680,21 +732,40 @@ def _systematic(context: _Context, values: dict, textures: dict, settings: Setti
         small = dataclasses.replace(obs, frames=frames, mask=mask, plate=plate)
         checks["half resolution"] = {"scene": _scene_at(context.scene, half), "observation": small}
     checks["first half"] = {"horizon": len(obs) // 2}
+    standing = _named_step(*base)
+
+    def moved_by(step: dict, less: dict) -> dict:
+        """The keys' values moved by ``step`` less ``less`` (key -> {flat index: raw})."""
+        moved = dict(values)
+        for key_name, parts in step.items():
+            key = make_key(key_name, specs[key_name], torch.float64)
+            flat = torch.zeros(key.raw.numel(), dtype=torch.float64)
+            for index, value in parts.items():
+                flat[index] = value - less.get(key_name, {}).get(index, 0.0)
+            moved[key_name] = key.value_of(key.raw.detach() + flat.view_as(key.raw))
+        return context.keyset.values(moved)
+
+    # where the optimiser stopped short: the rest of the way, linearised
+    for k, v in moved_by(standing, {}).items():
+        shifts[k].append(v - user[k])
+    if other is not None:  # the other stage's answer: the model's misfit shows as their gap
+        for k, v in context.keyset.values(other).items():
+            shifts[k].append(v - user[k])
     for name, change in checks.items():
         try:
             if kept == "pixels":
-                result = _pixel_stage(context, values, textures, settings,
-                                      settings.check_iterations, **change)  # fmt: skip
-                moved = _values_of(result)
+                fit = _pixel_stage(context, values, textures, settings, 0, **change)
+                changed = (fit.normal_equations, fit.covariance_keys)
             else:
-                moved, _ = _centre_stage(context, values, 3 * settings.check_iterations,
-                                         first_horizon=math.inf, **change)  # fmt: skip
+                changed = _centre_stage(context, values, 0, first_horizon=math.inf, **change)[1]
+                changed = (changed.equations, changed.scalars)
         except Exception as error:  # noqa: BLE001 - a check that fails adds no figure
             log(f"systematic check {name!r} failed: {error}")
             continue
-        moved = context.keyset.values(moved)
-        for k in user:
-            shifts[k].append(moved[k] - user[k])
+        if changed[0] is None:
+            continue
+        for k, v in moved_by(_named_step(*changed), standing).items():
+            shifts[k].append(v - user[k])
     return {k: torch.stack(v).square().sum(0).sqrt() if v else torch.zeros_like(user[k])
             for k, v in shifts.items()}  # fmt: skip
 
