@@ -37,7 +37,14 @@ from ..fit.optimizers import Problem, Refused, levenberg_marquardt
 from ..fit.result import parameter_covariance
 from .blobs import Blobs
 
-__all__ = ["CentreFit", "centre_equations", "fit_centres", "match_blobs", "predicted_centres"]
+__all__ = [
+    "CentreFit",
+    "centre_equations",
+    "fit_centres",
+    "match_blobs",
+    "predicted_centres",
+    "projected",
+]
 
 _DIFFERENCE_STEP = {torch.float32: 1e-3, torch.float64: 1e-6}  # raw units
 _GATE = 8.0  # a match farther than this many loss scales is no match
@@ -87,18 +94,24 @@ def predicted_centres(model, keys: Sequence[FitKey], trainable, rows, bodies, ho
         disc of the body's apparent area seen side-on, depth (n, T', D) metres along the
         optical axis).
     """
-    import physics
-
     n = rows.shape[0]
     with torch.no_grad():
         built = model.build(batched_values(keys, trainable, rows), batch=n, horizon=horizon)
-        times = model.times[:horizon]
+    return projected(built, model.times[:horizon], bodies)
+
+
+def projected(built, times: torch.Tensor, bodies):
+    """`predicted_centres` of a built model (its B worlds) at ``times`` (T',) s."""
+    import physics
+
+    with torch.no_grad():
         states = physics.states_at(built.trajectory, times, built.scene.timestep)
         points = states.position[:, :, bodies].transpose(0, 1)  # (n, T', D, 3)
+        n = points.shape[0]
         camera = built.scene.camera
         pixels, depth = camera.project_with_depth(points.reshape(n, -1, 3))
-        pixels = pixels.view(n, horizon, len(bodies), 2)
-        depth = depth.view(n, horizon, len(bodies))
+        pixels = pixels.view(n, len(times), len(bodies), 2)
+        depth = depth.view(n, len(times), len(bodies))
         focal = camera.fy.detach().reshape(-1, 1, 1).expand(n, 1, 1)
         area = _side_area(built.scene.world)[:, bodies]  # (n, D) m^2
         radius = focal * (area / math.pi).sqrt()[:, None, :] / depth.clamp_min(1e-6)
@@ -136,6 +149,7 @@ class _Centres:
         self.area = blobs.area[:horizon]  # (T', K)
         self.width = model.scene.camera.width
         self.height = model.scene.camera.height
+        self.last = None  # (centres (T', D, 2), matches (T', D)) of the last normal equations
 
     def raw(self) -> torch.Tensor:
         return torch.cat([k.raw.detach().reshape(-1) for k in self.trainable])
@@ -220,6 +234,7 @@ class _Centres:
         offsets[1::2], offsets[2::2] = eye, -eye
         centres, radius, depth = self.evaluate(x + offsets)
         matched = self.match(centres[0], radius[0], depth[0])
+        self.last = (centres[0], matched)
         r = self.residuals(centres, radius, matched).flatten(2)  # (2P + 1, T', 2 D)
         primal = r[0]
         jac = ((r[1::2] - r[2::2]) / (2 * step)).permute(1, 2, 0)  # (T', 2 D, P)
@@ -238,15 +253,17 @@ class _Centres:
 
     def matches(self) -> tuple[torch.Tensor, float]:
         """(the blob each body is matched to per frame, (T', D) long, -1 for none; the median
-        matched distance in px)."""
-        centres, radius, depth = self.evaluate(self.raw()[None])
-        matched = self.match(centres[0], radius[0], depth[0])
+        matched distance in px), at the last normal equations' point if they were taken."""
+        if self.last is None:
+            centres, radius, depth = self.evaluate(self.raw()[None])
+            self.last = (centres[0], self.match(centres[0], radius[0], depth[0]))
+        centres, matched = self.last
         has = matched >= 0
         if not bool(has.any()):
             return matched, math.inf
         index = matched.clamp_min(0)
         blob = torch.gather(self.centre, 1, index[..., None].expand(*index.shape, 2))
-        distance = (blob - centres[0]).norm(dim=-1)[has]
+        distance = (blob - centres).norm(dim=-1)[has]
         return matched, float(distance.median())
 
 
@@ -336,7 +353,7 @@ def fit_centres(
                 raws=[k.raw for k in trainable], lrs=[None] * len(trainable),
                 loss_gradient=_unused, loss_value=problem.loss_value,
                 normal_equations=problem.normal_equations, record=note,
-                max_step=max_step, tolerance=1e-6,
+                max_step=max_step, tolerance=1e-4,
             ),
             share,
             damping,
@@ -347,11 +364,11 @@ def fit_centres(
             "loss": min(losses, default=math.nan), "status": status,
         })  # fmt: skip
     final = _Centres(model, keys, trainable, blobs, bodies, spans[-1], scales[1])
-    blob, error = final.matches()
     covariance = equations = None
     if uncertainty:
         equations = final.normal_equations()
         covariance = parameter_covariance(equations, spans[-1], trainable)
+    blob, error = final.matches()
     scalars = [(k.key, i) for k in trainable for i in range(k.raw.numel())]
     return CentreFit(status, used, float((blob >= 0).double().mean()), error, stages, blob,
                      covariance, scalars, equations)  # fmt: skip

@@ -42,7 +42,7 @@ from ..fit.model import VideoModel
 from ..formation import ImageModel, crop
 from .appearance import estimate_textures, texture_size
 from .blobs import find_blobs
-from .centres import fit_centres, match_blobs, predicted_centres
+from .centres import fit_centres, match_blobs, predicted_centres, projected
 from .errors import IdentifyError
 from .keys import KeySet, make_keyset
 from .observation import Observation, moving_mask, observe
@@ -51,6 +51,8 @@ __all__ = ["identify", "Identification", "Settings", "Score"]
 
 _EXPOSURE = "image.exposure"
 _PIXELS_RADIUS = 3.0  # px: smaller bodies are measured by their blobs' centroids alone
+_SCORE_FRAMES = 150  # a score is taken over at most this many frames, spread over the video
+_PLATE_FRAMES = 96  # the plate's median, likewise
 _GOOD_EXPLAINED = 0.3  # the moving pixels a "good" fit explains at least (with its learnt look)
 _GOOD_OVERLAP = 0.4  # and the silhouette overlap (IoU) with the foreground it reaches at least
 
@@ -168,9 +170,9 @@ class Identification:
                       "seconds": round(float(obs.times[-1]) + 1.0 / obs.fps, 4)},
         }  # fmt: skip
 
-    def frames(self, index=slice(None)) -> torch.Tensor:
+    def frames(self, index: slice = slice(None)) -> torch.Tensor:
         """(T', 3, H, W) the fitted model's frames ``index`` (rendered on demand)."""
-        return self._context.render(self.parameters, self.textures, index)
+        return self._context.renderer(self.parameters, self.textures)(index)
 
     def write_video(self, path, chunk: int = 32):
         """Write observed | fitted | 4 x difference side by side to ``path`` (.mp4 or .gif),
@@ -179,11 +181,12 @@ class Identification:
 
         obs = self.observation
         t, _, h, w = obs.frames.shape
+        render = self._context.renderer(self.parameters, self.textures)
         out = torch.empty(t, 3, h, 3 * w, dtype=torch.uint8)
         for start in range(0, t, chunk):
             index = slice(start, min(t, start + chunk))
             seen = obs.frames[index].to(torch.float32)
-            model = self.frames(index).to(seen)
+            model = render(index).to(seen)
             side = torch.cat([seen, model, (model - seen).abs().mul(4)], 3)
             out[index] = side.clamp(0, 1).mul(255).add(0.5).to(torch.uint8)
         return write_video(path, out, fps=obs.fps)
@@ -248,6 +251,7 @@ class _Context:
         self.exposure = exposure
         self.clean = torch.ones(len(observation), dtype=torch.bool)
         self.body_mask = observation.mask
+        self._rollout: tuple = (None, None)  # (the values' signature, their trajectory)
 
     def match(self, values: dict) -> None:
         """Find each body's blob in each frame at ``values``: the frames where every body has
@@ -303,21 +307,25 @@ class _Context:
         return specs
 
     def built(self, values: dict, textures: dict, silhouettes: float = 0.0):
+        """(the `VideoModel`, its build at ``values``): rolled out once per set of values (the
+        textures and the silhouette channel change what is drawn, not the motion)."""
         model = self.model(values, textures, silhouettes)
         keys = [make_key(n, s, self.scene.dtype) for n, s in self.fit_keys(values, False).items()]
+        current = {k.key: k.value().detach() for k in keys}
+        signature = (model.steps, *((n, tuple(v.reshape(-1).tolist()))
+                                    for n, v in sorted(current.items())))  # fmt: skip
         with torch.no_grad():
-            return model, model.build({k.key: k.value().detach() for k in keys})
+            built = model.build(current, simulate=False)
+            if self._rollout[0] != signature:
+                self._rollout = (signature, model.build(current).trajectory)
+        built.trajectory = self._rollout[1]
+        return model, built
 
     def apparent_radius(self, values: dict) -> torch.Tensor:
         """(D,) each moving body's median apparent radius (px) over the frames at ``values``
         (a disc of its side-on area)."""
-        model = VideoModel(self.scene, self.times, self.actions, None, self.keyset.overrides)
-        keys = [make_key(n, s, self.scene.dtype) for n, s in self.fit_keys(values, False).items()]
-        rows = torch.zeros(1, 0, dtype=self.scene.dtype)
-        with torch.no_grad():
-            _, radius, depth = predicted_centres(
-                model, keys, [], rows, self.bodies, len(self.times)
-            )
+        _, built = self.built(values, {})
+        _, radius, depth = projected(built, self.times, self.bodies)
         radius = torch.where(depth[0] > 0, radius[0], torch.nan)
         return radius.nanmedian(0).values.nan_to_num(0.0)
 
@@ -331,10 +339,23 @@ class _Context:
             model, built, self.bodies, sizes, self.obs.frames, edge_softness=softness
         )
 
-    def render(self, values: dict, textures: dict, index) -> torch.Tensor:
+    def renderer(self, values: dict, textures: dict):
+        """A function of a slice of frames -> (T', 3, H, W) the model's frames there (the
+        bodies' windows drawn over the plate), the model rolled out once."""
         model, built = self.built(values, textures)
-        with torch.no_grad():
-            return model.frames(built, index, edge_softness=0.5)[:, 0]
+        windows = model.windows(built, len(self.times), 3.0)
+        h, w = windows.size
+
+        def render(index: slice) -> torch.Tensor:
+            part = windows[index]
+            with torch.no_grad():
+                drawn = model.frames(built, index, windows=part, edge_softness=0.5)[:, 0]
+            out = self.obs.plate.to(drawn)[None].repeat(drawn.shape[0], 1, 1, 1)
+            for t, (row, col) in enumerate(part.origins[:, 0].tolist()):
+                out[t, :, row : row + h, col : col + w] = drawn[t]
+            return out
+
+        return render
 
     def score(self, values: dict, textures: dict, chunk: int = 32) -> Score:
         """The `Score` of a model at ``values`` wearing ``textures``."""
@@ -346,6 +367,7 @@ class _Context:
         frames, plate, mask = self.obs.frames, self.obs.plate, self.body_mask
         fitted = empty = inter = union = 0.0
         clean = torch.nonzero(self.clean).flatten()
+        clean = clean[_spread(len(clean), _SCORE_FRAMES)]
         with torch.no_grad():
             for start in range(0, len(clean), chunk):
                 index = clean[start : start + chunk]
@@ -373,9 +395,10 @@ def _refined_plate(obs: Observation, context: _Context, values: dict) -> Observa
     from .. import imaging
 
     model, built = context.built(values, {})
-    total = len(obs)
-    windows = model.windows(built, total, 3.0)
-    t, _, h, w = obs.frames.shape
+    index = _spread(len(obs), _PLATE_FRAMES)
+    windows = model.windows(built, len(obs), 3.0)[index]
+    frames = obs.frames[index]
+    t, _, h, w = frames.shape
     free = torch.ones(t, h, w, dtype=torch.bool)
     rows = torch.arange(h)[None, :, None]
     cols = torch.arange(w)[None, None, :]
@@ -388,7 +411,7 @@ def _refined_plate(obs: Observation, context: _Context, values: dict) -> Observa
     plate = obs.plate.clone()
     step = max(1, (1 << 22) // (t * w * 3))
     for r0 in range(0, h, step):
-        block = obs.frames[:, :, r0 : r0 + step].to(torch.float32)
+        block = frames[:, :, r0 : r0 + step].to(torch.float32)
         keep = free[:, None, r0 : r0 + step].expand_as(block)
         median = torch.where(keep, block, torch.nan).nanmedian(0).values
         plate[:, r0 : r0 + step] = torch.where(
