@@ -309,7 +309,8 @@ def fit_scene(
     render = {"supersample": supersample}
     stages = plans(times, int(pyramid_levels), edge_softness, horizons, render, frames_per_chunk)
 
-    seen = _identify(model, target, fit_keys, stages[0])
+    # with no evaluations to spend, every key stays trainable (for the uncertainty at init)
+    seen = _identify(model, target, fit_keys, stages[0], measure=iterations > 0)
     trainable = [k for k in fit_keys if k.key not in seen.unidentifiable]
     chosen = _choose(optimizer, sum(k.raw.numel() for k in trainable))
     done = run_stages(
@@ -367,9 +368,12 @@ class _Seen:
     in_view: bool
 
 
-def _identify(model: VideoModel, target: Target, keys: list[FitKey], first: Plan) -> _Seen:
+def _identify(
+    model: VideoModel, target: Target, keys: list[FitKey], first: Plan, measure: bool = True
+) -> _Seen:
     """Keys the pixels do not depend on at the initial values (they stay at ``init``, and
-    their ``raw`` stops requiring grad), and whether any moving body is in view at all."""
+    their ``raw`` stops requiring grad; not ``measure``d: none), and whether any moving body
+    is in view at all."""
     with torch.no_grad():
         built = model.build({k.key: k.value().detach() for k in keys})  # SceneError early
     visible = model.visible(built)[:, 0]
@@ -381,7 +385,7 @@ def _identify(model: VideoModel, target: Target, keys: list[FitKey], first: Plan
             "no moving body is in view in any frame at the initial values: the camera or the "
             "initial state is off (or the bodies leave the view); nothing can be fitted"
         )
-    elif keys:
+    elif keys and measure:
         if sum(k.raw.numel() for k in keys) <= _LM_MAX_SCALARS:
             eq = evaluate.normal_equations(model, target, keys, keys, first)
             column, index = eq.jtj.diagonal().sqrt(), 0

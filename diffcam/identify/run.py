@@ -53,8 +53,11 @@ _EXPOSURE = "image.exposure"
 _PIXELS_RADIUS = 3.0  # px: smaller bodies are measured by their blobs' centroids alone
 _SCORE_FRAMES = 150  # a score is taken over at most this many frames, spread over the video
 _PLATE_FRAMES = 96  # the plate's median, likewise
-_GOOD_EXPLAINED = 0.3  # the moving pixels a "good" fit explains at least (with its learnt look)
-_GOOD_OVERLAP = 0.4  # and the silhouette overlap (IoU) with the foreground it reaches at least
+# A "good" fit explains at least this share of the moving pixels with its learnt look, or its
+# silhouettes overlap the bodies' blobs at least this much (IoU): a look finer than the
+# texels (a checker on a ball a few pixels across) explains little even where the bodies are
+_GOOD_EXPLAINED = 0.3
+_GOOD_OVERLAP = 0.4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -616,9 +619,9 @@ def identify(
     if settings.systematic and base is not None:
         clock = time.perf_counter()
         other = None
-        if kept == "pixels" and centre_score.explained >= _GOOD_EXPLAINED:
+        if kept == "pixels" and _good(centre_score):
             other = after_centres
-        elif kept == "centres" and result is not None and pixel_score.explained >= _GOOD_EXPLAINED:
+        elif kept == "centres" and result is not None and _good(pixel_score):
             other = after_pixels
         systematic = _systematic(context, best, best_textures, settings, kept, base, other, log)
         log(f"systematic (the {kept} stage's problem changed 3 ways, and the stages' spread): "
@@ -798,6 +801,10 @@ def _user_unidentifiable(keyset: KeySet, params: Sequence[str]) -> list[str]:
     return [k.name for k in keyset.keys if any(p in blind for p in k.params)]
 
 
+def _good(score: Score) -> bool:
+    return score.explained >= _GOOD_EXPLAINED or score.overlap >= _GOOD_OVERLAP
+
+
 def _status(score: Score, kept: str, unidentifiable, keyset: KeySet, notes, obs) -> tuple:
     """("good" | "poor" | "unidentifiable", the message)."""
     names = [k.name for k in keyset.keys]
@@ -809,7 +816,7 @@ def _status(score: Score, kept: str, unidentifiable, keyset: KeySet, notes, obs)
                      + ": left at their start values")  # fmt: skip
     if len(unidentifiable) == len(names):
         return "unidentifiable", "; ".join(parts)
-    if score.explained >= _GOOD_EXPLAINED and score.overlap >= _GOOD_OVERLAP:
+    if _good(score):
         return "good", "; ".join(parts)
     parts.append(
         "poor: the model's bodies are not where the video's are, or do not look like them; "
