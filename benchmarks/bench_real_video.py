@@ -1,11 +1,13 @@
 """Identification from a pendulum video: accuracy, time and memory, beside a classical baseline.
 
-Prints one JSON line per case:
+Prints one JSON line per case, each case in a fresh process (its wall-clock seconds and its
+peak resident memory, VmHWM), then a summary line with the ratio of the two times:
 
-* ``diffcam``: `examples/real_pendulum.py` on the clip (read at 160 x 90, clean plate, first
-  guess from the pixels, `diffcam.fit_scene` through physics and rendering), with its errors
-  against the clip's truth, its wall-clock seconds and the process's peak resident memory
-  (VmHWM), each case in a fresh process.
+* ``diffcam``: `examples/real_pendulum.py` on the clip (`diffcam.identify`, the engine of
+  ``diffcam fit``: read at 160 px wide, clean plate, blobs, the centre stage through the
+  physics and the camera, the learnt look, the pixel stage where bodies are big enough, the
+  ± with its systematic part), with its errors against the clip's truth; with ``--out`` it
+  also writes the side-by-side video.
 * ``opencv_scipy``: the baseline a user would write without diffcam: OpenCV threshold against
   the median background, the blob centroid per frame, and a SciPy least-squares fit of the
   pendulum ODE (length, decay, start) and a planar camera (pivot pixel, pixels per metre, roll)
@@ -15,7 +17,7 @@ Clips: the bundled ``tests/data/pendulum_realistic.mp4`` (320 x 180, 30 fps, 12 
 ``--big`` a 1280 x 720, 60 fps, 25 s clip made once by ``tests/data/make_realistic_pendulum.py``
 into ``out/bench/`` (slow to make: minutes).
 
-Usage: python benchmarks/bench_real_video.py [--big] [--iterations N] [--threads T]
+Usage: python benchmarks/bench_real_video.py [--big] [--out] [--threads T]
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def make_big_clip() -> Path:
     return BIG
 
 
-def run_diffcam(clip: Path, iterations: int, threads: int) -> dict:
+def run_diffcam(clip: Path, threads: int, out: bool) -> dict:
     """The example in this process (call it in a fresh one for a clean memory figure)."""
     import importlib.util
 
@@ -67,12 +69,14 @@ def run_diffcam(clip: Path, iterations: int, threads: int) -> dict:
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     start = time.perf_counter()
-    figures = example.main([str(clip), "--truth", str(clip.with_suffix(".json")),
-                            "--iterations", str(iterations)])  # fmt: skip
-    keep = ("length_error", "decay_error", "period_error", "theta0_error_rad",
-            "camera_distance_error", "length_sigmas", "decay_sigmas", "status", "evaluations")  # fmt: skip
-    return {"case": "diffcam", "clip": clip.name, "frames": figures["frames"],
-            "size": figures["size"], "seconds": round(time.perf_counter() - start, 1),
+    argv = [str(clip), "--truth", str(clip.with_suffix(".json"))]
+    if out:
+        argv += ["--out", str(ROOT / "out" / "bench" / f"{clip.stem}_side.mp4")]
+    figures = example.main(argv)
+    keep = ("length_error", "amplitude_error", "damping_error", "period_error", "length_sigmas",
+            "status", "explained")  # fmt: skip
+    return {"case": "diffcam", "clip": clip.name, "out": out,
+            "seconds": round(time.perf_counter() - start, 1),
             "peak_rss_mb": round(peak_rss_mb(), 1), **{k: figures.get(k) for k in keep}}  # fmt: skip
 
 
@@ -135,7 +139,7 @@ def run_baseline(clip: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--big", action="store_true", help="also the 1280x720 60 fps 25 s clip")
-    parser.add_argument("--iterations", type=int, default=40)
+    parser.add_argument("--out", action="store_true", help="diffcam also writes its video")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)  # one case, in-process
     parser.add_argument("--clip", default=None, help=argparse.SUPPRESS)
@@ -143,7 +147,7 @@ def main() -> None:
     if args.case:
         clip = Path(args.clip)
         result = (
-            run_diffcam(clip, args.iterations, args.threads)
+            run_diffcam(clip, args.threads, args.out)
             if args.case == "diffcam"
             else run_baseline(clip)
         )
@@ -151,10 +155,18 @@ def main() -> None:
         return
     clips = [BUNDLED] + ([make_big_clip()] if args.big else [])
     for clip in clips:
+        seconds = {}
         for case in ("opencv_scipy", "diffcam"):
-            subprocess.run([sys.executable, __file__, "--case", case, "--clip", str(clip),
-                            "--iterations", str(args.iterations), "--threads", str(args.threads)],
-                           check=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+            command = [sys.executable, __file__, "--case", case, "--clip", str(clip),
+                       "--threads", str(args.threads)] + (["--out"] if args.out else [])  # fmt: skip
+            done = subprocess.run(command, check=True, capture_output=True, text=True,
+                                  env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+            line = done.stdout.strip().splitlines()[-1]
+            print(line, flush=True)
+            seconds[case] = json.loads(line)["seconds"]
+        print(json.dumps({"case": "summary", "clip": clip.name,
+                          "diffcam_over_opencv_scipy": round(seconds["diffcam"] / seconds["opencv_scipy"], 2)}),
+              flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

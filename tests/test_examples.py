@@ -3,7 +3,8 @@ subprocess from the repository root, one torch thread, output into the test's fo
 checks the exit status and what the run printed (its JSON line) or wrote (images, videos,
 weights, checkpoints). Minutes in all on one core (tens of seconds each): marked ``slow``.
 
-examples/real_pendulum.py is not here (being rewritten). examples/gym_swingup.py's SAC path
+examples/real_pendulum.py runs on the bundled realistic clip (its whole path: 20 s or so).
+examples/gym_swingup.py's SAC path
 needs Stable-Baselines3, which the ``dev`` extra does not install: that test skips without it;
 its ``--algo bptt`` path needs only gymnasium (in ``dev``).
 """
@@ -50,6 +51,18 @@ def run_example(name: str, *args: str, timeout: float = 900) -> tuple[dict, str]
 def video_frames(path: Path) -> int:
     assert path.is_file(), path
     return int(diffcam.read_video(path).frames.shape[0])
+
+
+def test_real_pendulum_on_the_bundled_clip(tmp_path):
+    side = tmp_path / "side.mp4"
+    report, _ = run_example(
+        "real_pendulum", "tests/data/pendulum_realistic.mp4", "--truth",
+        "tests/data/pendulum_realistic.json", "--out", str(side),
+    )  # fmt: skip
+    assert report["status"] == "good", report["message"]
+    assert abs(report["length_error"]) < 0.01 and abs(report["amplitude_error"]) < 0.05
+    assert abs(report["length_sigmas"]) < 4
+    assert video_frames(side) == 360
 
 
 def test_texture_identification_quick(tmp_path):
