@@ -204,9 +204,11 @@ def normal_equations(
     keys: Sequence[FitKey],
     trainable: Sequence[FitKey],
     plan: Plan,
+    priors: bool = True,
 ) -> NormalEquations:
     """J^T J, J^T r and per-frame J_f^T r_f over the raw scalars of ``trainable`` (in order,
-    each key flattened); the other keys stay at their values."""
+    each key flattened); the other keys stay at their values. ``priors``: include the keys'
+    prior residuals (False: what the frames alone say)."""
     from torch.autograd import forward_ad
 
     import physics
@@ -253,7 +255,7 @@ def normal_equations(
             cost += float(r.square().sum())
     # a Gaussian prior on a raw scalar is one more residual (raw - raw0) / sigma
     index = 0
-    for k in trainable:
+    for k in trainable if priors else ():
         n = k.raw.numel()
         if k.prior is not None:
             sigma = k.prior.detach().reshape(-1).to(torch.float64)
@@ -262,8 +264,9 @@ def normal_equations(
             jtr[index : index + n] += r / sigma
             cost += float(r.square().sum())
         index += n
-    fixed = [k for k in keys if all(k is not t for t in trainable)]
-    cost += float(prior_residuals(fixed).square().sum())  # the fixed keys' priors: constants
+    if priors:  # the fixed keys' priors: constants
+        fixed = [k for k in keys if all(k is not t for t in trainable)]
+        cost += float(prior_residuals(fixed).square().sum())
     norm = target.total_weight(slice(0, plan.horizon), plan.level)
     count = target.residual_count(slice(0, plan.horizon), plan.level)
     return NormalEquations(cost / norm, jtj, jtr, frame_jtr, cost, count)

@@ -387,7 +387,7 @@ def _identify(
         )
     elif keys and measure:
         if sum(k.raw.numel() for k in keys) <= _LM_MAX_SCALARS:
-            eq = evaluate.normal_equations(model, target, keys, keys, first)
+            eq = evaluate.normal_equations(model, target, keys, keys, first, priors=False)
             column, index = eq.jtj.diagonal().sqrt(), 0
             for k in keys:
                 part = slice(index, index + k.raw.numel())

@@ -66,6 +66,8 @@ class CentreFit:
             parameter_covariance` of the centre residuals at the end), or None.
         scalars: (key, flat index) of each of the P scalars.
         equations: the residuals' `NormalEquations` at the end (raw units), or None.
+        sensitivity: key -> the norm of the centre residuals' derivative with respect to its
+            raw scalars at the end, without priors (how much the blobs see the key).
     """
 
     status: str
@@ -77,6 +79,7 @@ class CentreFit:
     covariance: torch.Tensor | None = None
     scalars: list = dataclasses.field(default_factory=list)
     equations: NormalEquations | None = None
+    sensitivity: dict = dataclasses.field(default_factory=dict)
 
 
 def predicted_centres(model, keys: Sequence[FitKey], trainable, rows, bodies, horizon):
@@ -246,6 +249,7 @@ class _Centres:
             torch.full((k.raw.numel(),), math.inf, dtype=torch.float64) if k.prior is None
             else k.prior.detach().reshape(-1).double() for k in self.trainable
         ])  # fmt: skip
+        self.sensitivity = jtj.diagonal().clamp_min(0).sqrt()  # the data's, without priors
         jtj = jtj + torch.diag(inverse.square())
         jtr = frame_jtr.sum(0) + prior * inverse
         cost = float(primal.square().sum() + prior.square().sum())
@@ -370,8 +374,12 @@ def fit_centres(
         covariance = parameter_covariance(equations, spans[-1], trainable)
     blob, error = final.matches()
     scalars = [(k.key, i) for k in trainable for i in range(k.raw.numel())]
+    sensitivity = {}
+    if equations is not None:  # how much the centres move per raw unit of each key
+        for (key, _), value in zip(scalars, final.sensitivity.tolist(), strict=True):
+            sensitivity[key] = math.hypot(sensitivity.get(key, 0.0), value)
     return CentreFit(status, used, float((blob >= 0).double().mean()), error, stages, blob,
-                     covariance, scalars, equations)  # fmt: skip
+                     covariance, scalars, equations, sensitivity)  # fmt: skip
 
 
 def _unused() -> float:

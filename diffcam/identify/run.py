@@ -626,16 +626,21 @@ def identify(
         systematic = _systematic(context, best, best_textures, settings, kept, base, other, log)
         log(f"systematic (the {kept} stage's problem changed 3 ways, and the stages' spread): "
             f"{time.perf_counter() - clock:.1f} s")  # fmt: skip
+    # what the video does not determine goes back to the scene file's value, with no ±
+    sensitivity = result.sensitivity if kept == "pixels" else centres.sensitivity
+    blind = _blind(context, sensitivity)
+    best = {**best, **{name: value for name, value in values.items() if name in blind}}
+    unidentifiable = _user_unidentifiable(keyset, blind)
     user = keyset.values(best)
     std = {}
     for key, value in user.items():
         s = statistical.get(key, torch.full_like(value, math.inf))
         extra = systematic.get(key, torch.zeros_like(value))
         std[key] = torch.sqrt(s.square() + extra.square())
-    final = result if kept == "pixels" else None
-    unidentifiable = [] if final is None else _user_unidentifiable(keyset, final.unidentifiable)
+        if key in unidentifiable:
+            std[key] = torch.full_like(value, math.inf)
     contacts = _contacts(loaded, keyset, best)
-    status, message = _status(best_score, kept, unidentifiable, keyset, notes, obs)
+    status, message = _status(best_score, kept, unidentifiable, keyset, notes, obs, centres)
     return Identification(
         values=_plain(user), std=_plain(std), statistical=_plain(statistical),
         systematic=_plain(systematic), status=status, explained=best_score.explained,
@@ -796,6 +801,25 @@ def _systematic(context: _Context, values: dict, textures: dict, settings: Setti
             for k, v in shifts.items()}  # fmt: skip
 
 
+def _blind(context: _Context, sensitivity: dict) -> list[str]:
+    """The parameters the video does not determine: what the frames say of each (its
+    sensitivity squared, the information without priors) is under a hundredth of what its
+    prior says (1 / sigma^2 in raw units), or, without a prior, under 1e-6 of the most seen
+    parameter's."""
+    specs = context.keyset.specs
+    top = max([s * s for s in sensitivity.values()] or [0.0])
+    blind = []
+    for name, value in sensitivity.items():
+        prior = specs.get(name, {}).get("prior")
+        if prior is not None:
+            floor = 0.01 * float((1.0 / torch.as_tensor(prior, dtype=torch.float64) ** 2).sum())
+        else:
+            floor = 1e-6 * top
+        if value * value < floor:
+            blind.append(name)
+    return blind
+
+
 def _user_unidentifiable(keyset: KeySet, params: Sequence[str]) -> list[str]:
     blind = set(params)
     return [k.name for k in keyset.keys if any(p in blind for p in k.params)]
@@ -805,7 +829,8 @@ def _good(score: Score) -> bool:
     return score.explained >= _GOOD_EXPLAINED or score.overlap >= _GOOD_OVERLAP
 
 
-def _status(score: Score, kept: str, unidentifiable, keyset: KeySet, notes, obs) -> tuple:
+def _status(score: Score, kept: str, unidentifiable, keyset: KeySet, notes, obs,
+            centres) -> tuple:  # fmt: skip
     """("good" | "poor" | "unidentifiable", the message)."""
     names = [k.name for k in keyset.keys]
     parts = [f"kept the {kept} stage: the model explains {score.explained:.0%} of the moving "
@@ -818,10 +843,20 @@ def _status(score: Score, kept: str, unidentifiable, keyset: KeySet, notes, obs)
         return "unidentifiable", "; ".join(parts)
     if _good(score):
         return "good", "; ".join(parts)
+    reason = (
+        f"poor: under a third of the moving pixels explained and a silhouette overlap under "
+        f"{_GOOD_OVERLAP:g}: the model's bodies are not where the video's are"
+    )
+    if centres.matched < 0.5:
+        reason += (
+            f" (the centre stage found each body's own blob in only {centres.matched:.0%} of "
+            "the frames: the bodies' shapes, sizes or lengths in the scene may not be the "
+            "video's, or bodies touch and hide each other)"
+        )
     parts.append(
-        "poor: the model's bodies are not where the video's are, or do not look like them; "
-        "check the scene's start (diffcam render SCENE), that the camera in the scene sees "
-        "what the video sees, that static bodies the video shows are visible = false, and "
-        f"the frame rate ({obs.fps:g} fps used; a slow-motion clip needs --fps)"
+        reason + "; check the scene's start (diffcam render SCENE), that the camera in the "
+        "scene sees what the video sees, that static bodies the video shows are visible = "
+        f"false, and the frame rate ({obs.fps:g} fps used; a slow-motion clip needs --fps "
+        "with its capture rate)"
     )
     return "poor", "; ".join(parts)

@@ -274,3 +274,17 @@ def test_identify_says_when_no_body_is_in_view(tmp_path):
     )
     with pytest.raises(IdentifyError, match="no moving body .*ball.* is in the camera's view"):
         identify(away, video, ["bodies.ball.restitution"], settings=Settings(progress=False))
+
+
+def test_identify_names_the_keys_the_video_cannot_determine(tmp_path):
+    from diffcam.identify import Settings, identify
+
+    video = _ball_video(tmp_path)
+    rough = _ball_scene(tmp_path, 1.0, 2.1, 0.5, "mass")
+    keys = ["bodies.ball.velocity[0]", "bodies.ball.mass"]  # a falling mass is any mass
+    result = identify(rough, video, keys, settings=Settings(progress=False, systematic=False))
+    assert result.unidentifiable == ["bodies.ball.mass"]
+    assert math.isinf(result.std["bodies.ball.mass"])
+    assert result.values["bodies.ball.mass"] == pytest.approx(0.1)  # left at its start
+    assert "does not determine bodies.ball.mass" in result.message
+    assert math.isfinite(result.std["bodies.ball.velocity[0]"])
