@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import imageio.v3 as iio
 import pytest
 
 from diffcam.cli import main, make_policy
 from diffcam.scene import SCENES_DIR, load_scene
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_check_prints_summary(capsys):
@@ -91,3 +94,37 @@ def test_non_finite_simulation_is_a_clean_error():
 
     with pytest.raises(SceneError, match="non-finite at step 1"):
         render_frames(scene, 0.2, 10, policy=nan_policy, supersample=1, progress=False)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--keys", "bodies.bob.restitutoin"], "names nothing this scene can fit"),
+        (["--keys", "joints.pivot.damping", "--seconds", "40"], "shorten --seconds"),
+        (["--keys", "joints.pivot.damping", "--start", "11.9"], "only 3 frames"),
+        (["--keys", "joints.pivot.damping", "--fps", "0"], "fps must be"),
+        (["--keys", "joints.pivot.damping", "--out", "x.avi"], "--out must end in .mp4"),
+    ],
+)
+def test_fit_bad_input_is_one_line_and_status_2(args, message, capsys):
+    """``diffcam fit`` with bad options or a video that does not hold what is asked: one
+    ``diffcam: error:`` line that names the problem, exit status 2, no traceback."""
+    code = main(["fit", str(DATA / "scenes" / "pendulum.toml"),
+                 str(DATA / "pendulum_realistic.mp4"), "--quiet", *args])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("diffcam: error:") and message in err and "Traceback" not in err
+
+
+def test_fit_missing_video_and_camera_looking_away(tmp_path, capsys):
+    code = main(["fit", str(DATA / "scenes" / "pendulum.toml"), str(tmp_path / "none.mp4"),
+                 "--keys", "joints.pivot.damping", "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "none.mp4" in err
+    away = tmp_path / "away.toml"
+    text = (DATA / "scenes" / "pendulum.toml").read_text()
+    away.write_text(text.replace("look_at = [0.0, 0.0, -0.5]", "look_at = [0.0, -9.0, -0.5]"))
+    code = main(["fit", str(away), str(DATA / "pendulum_realistic.mp4"),
+                 "--keys", "joints.pivot.damping", "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "no moving body (bob) is in the camera's view" in err
