@@ -14,16 +14,25 @@ Prints JSON lines:
     interpolation=cv2.INTER_AREA)`` to 160 x 90, kept as uint8 (BGR, as OpenCV gives it);
 
   with ``threads`` ``1`` (``torch.set_num_threads(1)``, ``cv2.setNumThreads(1)``,
-  ``OMP_NUM_THREADS=1``; FFmpeg's decoder keeps each library's own thread setting) or
-  ``default`` (nothing set);
+  ``OMP_NUM_THREADS=1``) or ``default`` (nothing set); FFmpeg's decoder keeps each library's
+  own thread setting either way (read_video: frame + slice threads, ``thread_type="AUTO"``;
+  OpenCV: ``CAP_PROP_N_THREADS``, reported);
 * ``difference``: this tree's frames against the before code's (every 10th frame): max and
   mean absolute difference in [0, 1] units and in 8-bit levels, and whether the times and
   shapes are identical;
 * ``machine``: the load average at the start and end, and the other processes using CPU at
-  the start (the machine may be shared).
+  the start (the machine may be shared);
+* with ``--breakdown``, ``breakdown`` lines: where the time of the reference conversion goes,
+  as cumulative passes over the clip (one torch thread), each adding one step of the
+  per-frame work: ``decode`` (PyAV, FFmpeg's frame + slice threads, as read_video sets
+  them), ``decode_1_thread`` (one decoding thread), ``+rgb24`` (FFmpeg's conversion of the
+  full frame to RGB, ``to_ndarray``), ``+planar`` (torch's (3, h, w) copy of it), ``+float``
+  (uint8 to float32 in [0, 1]), ``+area`` (the 8 x 8 area average into the output), and
+  ``decode+yuv`` (decoding and the YUV averaging that replaces the four steps).
 
 Usage: python benchmarks/bench_read_video.py [--clip PATH] [--repeats 3] [--frames N]
     [--before REV] [--threads 1,default] [--cases read_video_before,read_video,...]
+    [--breakdown]
 
 The clip is made by ``bench_real_video.make_big_clip()`` (minutes); ``--frames N`` reads only
 the first N frames (for a quick run).
@@ -45,6 +54,56 @@ ROOT = Path(__file__).resolve().parents[1]
 CLIP = ROOT / "out" / "bench" / "pendulum_720p60_25s.mp4"
 CASES = ("read_video_before", "read_video", "read_video_rgb", "opencv")
 
+# Cumulative passes over the clip, in one fresh process: argv = clip, frames, repeats.
+BREAKDOWN = r"""
+import json, resource, statistics, sys, time
+import av, torch, torch.nn.functional as F
+from diffcam.video.frames import _geometry
+from diffcam.video.yuv import _yuv_plan
+torch.set_num_threads(1)
+clip, frames, repeats = sys.argv[1], int(sys.argv[2]) or None, int(sys.argv[3])
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+def run(step):
+    with av.open(clip) as c:
+        s = c.streams.video[0]
+        s.thread_type = "AUTO"
+        if step == "decode_1_thread":
+            s.codec_context.thread_count = 1
+        out, plan, n = None, None, 0
+        for f in c.decode(s):
+            if frames is not None and n >= frames:
+                break
+            if out is None:
+                out = torch.empty((frames or s.frames, 3, f.height // 8, f.width // 8))
+                geom = _geometry(clip, (f.width, f.height), None, (f.width // 8, None))
+                plan = _yuv_plan(f, 0, None, geom, torch.float32)
+            if step == "decode+yuv":
+                plan.store(f, 0, out[n])
+            elif step not in ("decode", "decode_1_thread"):
+                x = f.to_ndarray(format="rgb24")
+                if step != "+rgb24":
+                    x = torch.from_numpy(x).permute(2, 0, 1).contiguous()
+                if step in ("+float", "+area"):
+                    x = x.to(torch.float32).div_(255.0)
+                if step == "+area":
+                    out[n] = F.interpolate(x[None], size=out.shape[2:], mode="area")[0]
+            n += 1
+    return n
+for step in ("decode", "decode_1_thread", "+rgb24", "+planar", "+float", "+area", "decode+yuv"):
+    walls, cpus = [], []
+    for _ in range(repeats):
+        c0, t0 = cpu(), time.perf_counter()
+        n = run(step)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(cpu() - c0)
+    print(json.dumps({"case": "breakdown", "step": step, "frames": n,
+                      "median_seconds": round(statistics.median(walls), 3),
+                      "median_cpu_seconds": round(statistics.median(cpus), 3),
+                      "runs_seconds": [round(w, 3) for w in walls]}), flush=True)
+"""
+
 # One run, in a fresh process: argv = case, clip, frames, threads, save path ("" for none).
 CHILD = r"""
 import json, os, resource, sys, time
@@ -63,6 +122,7 @@ if case == "opencv":
         cv2.setNumThreads(1)
     c0, t0 = cpu(), time.perf_counter()
     cap = cv2.VideoCapture(clip)
+    decoder_threads = cap.get(cv2.CAP_PROP_N_THREADS)
     small = []
     while frames is None or len(small) < frames:
         ok, img = cap.read()
@@ -87,6 +147,7 @@ else:
 wall, cpu_s = time.perf_counter() - t0, cpu() - c0
 print(json.dumps({"seconds": wall, "cpu_seconds": cpu_s, "frames": n,
                   "conversion": getattr(locals().get("v"), "conversion", None),
+                  "opencv_decoder_threads": locals().get("decoder_threads"),
                   "module": (sys.modules["diffcam"].__file__ if "diffcam" in sys.modules else None)}))
 """
 
@@ -168,6 +229,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--before", default="", help="git revision of the 'before' code")
     ap.add_argument("--threads", default="1,default")
     ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--breakdown", action="store_true", help="also the per-step breakdown")
     args = ap.parse_args(argv)
     if not args.clip.exists():
         sys.exit(
@@ -203,6 +265,7 @@ def main(argv: list[str] | None = None) -> None:
                             "before_rev": sha if case == "read_video_before" else None,
                             "frames": rs[0]["frames"],
                             "conversion": rs[0]["conversion"],
+                            "opencv_decoder_threads": rs[0]["opencv_decoder_threads"],
                             "median_seconds": round(statistics.median(x["seconds"] for x in rs), 3),
                             "median_cpu_seconds": round(
                                 statistics.median(x["cpu_seconds"] for x in rs), 3
@@ -218,6 +281,14 @@ def main(argv: list[str] | None = None) -> None:
                 json.dumps(_difference(saved["read_video_before"], saved["read_video"])),
                 flush=True,
             )
+    if args.breakdown:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+        subprocess.run(
+            [sys.executable, "-c", BREAKDOWN, str(args.clip), str(args.frames), str(args.repeats)],
+            env=env,
+            check=True,
+            cwd=tempfile.gettempdir(),
+        )
     print(
         json.dumps(
             {"case": "machine", "when": "end", "loadavg": os.getloadavg(), "time": time.ctime()}

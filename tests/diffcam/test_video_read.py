@@ -338,6 +338,7 @@ def test_yuv_averaging_matches_the_rgb_conversion(tmp_path, pix_fmt, monkeypatch
         {"size": (8, None), "frames": (1, 3)},
         {"crop": (8, 4, 48, 32), "size": 12},
         {"crop": (2, 2, 32, 40), "size": (16, None), "dtype": torch.float64},
+        {"size": (32, 24), "dtype": torch.float16, "stride": 2},
     ):
         fast, ref = read_video(path, **kwargs), read_video(path, conversion="rgb", **kwargs)
         _assert_yuv_close(fast, ref)
