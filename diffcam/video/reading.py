@@ -108,9 +108,12 @@ def read_video(
     used when the frames are 8-bit planar YUV (``yuv420p``, ``yuv422p``, ``yuv444p`` or
     their full-range ``yuvj`` forms: what H.264, HEVC, VP9 and AV1 decoders give for
     ordinary video), the output shrinks the (cropped) upright frame by a whole factor on
-    each axis (the case `resize_frames` averages exactly) and the blocks do not split chroma
-    samples (with 4:2:0 chroma: an even factor and an even crop offset on each axis).
-    Otherwise, or with ``conversion="rgb"``, each frame is converted to RGB at full size and
+    each axis (the case `resize_frames` averages exactly), the blocks do not split chroma
+    samples (with 4:2:0 chroma: an even factor and an even crop offset on each axis), and
+    FFmpeg's own conversion of a test frame of that format, colour matrix, range and size
+    is the affine map with nearest chroma that the averaging assumes (it is measured once
+    per kind of frame; FFmpeg interpolates the chroma of 4:2:0 frames of an odd height, for
+    one, and those go the ``"rgb"`` way). Otherwise, or with ``conversion="rgb"``, each frame is converted to RGB at full size and
     then cropped and resized in torch (``"rgb"``). A frame whose pixel format, colour matrix,
     size or rotation differs from the first kept frame's goes the ``"rgb"`` way. The YUV
     averaging runs on the CPU, in the frame's own memory, whatever ``device`` is; only the

@@ -15,8 +15,10 @@ with the same affine map, and recomputes pixel by pixel (converted, clipped, the
 the few blocks whose pixels may clip, as bounds from the block's extreme Y, U and V say.
 
 The affine map is measured, not assumed: `_conversion` converts a frame of known colours of
-the same pixel format, colour matrix and range through the very call the reference path makes
-and fits the map to the result, so the two paths agree whatever matrix PyAV and swscale pick.
+the same pixel format, colour matrix, range and size through the very call the reference path
+makes and fits the map to the result, so the two paths agree whatever matrix PyAV and swscale
+pick; where the result is not such a map with nearest chroma (swscale interpolates the chroma
+of 4:2:0 frames of an odd height), the reference path is used.
 
 What differs from the reference is rounding only: the reference rounds every pixel to 8 bits
 (swscale's fixed-point arithmetic is off the exact affine map by up to about 1.5 levels, in a
@@ -46,6 +48,12 @@ _PLANAR_YUV = {
     "yuvj444p": (1, 1),
 }
 
+# RGB (0-255) to limited-range YUV offsets from (16, 128, 128), BT.601: only to choose the
+# colours `_conversion` measures with.
+_BT601 = np.array(
+    [[0.257, 0.504, 0.098], [-0.148, -0.291, 0.439], [0.439, -0.368, -0.071]], dtype=np.float64
+)
+
 # Stage-one work goes a band of block rows at a time, of about this many bytes of Y.
 _BAND_BYTES = 1 << 18
 
@@ -55,37 +63,55 @@ _MAX_FIT_ERROR = 2.5
 
 
 @functools.lru_cache(maxsize=32)
-def _conversion(fmt: str, colorspace: int, color_range: int) -> np.ndarray | None:
+def _conversion(
+    fmt: str, colorspace: int, color_range: int, width: int, height: int
+) -> np.ndarray | None:
     """(3, 4) float64 ``M``: RGB (8-bit levels, unclipped) = M @ (Y, U, V, 1) as the reference
     path's ``frame.to_ndarray(format="rgb24")`` converts frames of this pixel format, colour
-    matrix and range; None if that conversion is not affine to within `_MAX_FIT_ERROR`."""
+    matrix, range and size; None if that conversion does not do so to within `_MAX_FIT_ERROR`
+    at every unclipped pixel, each chroma sample serving the pixels it covers.
+
+    The size matters: swscale picks its code by it (4:2:0 frames of an odd height are
+    converted with the chroma interpolated between samples, which this path cannot follow)."""
     import av
 
     sx, sy = _PLANAR_YUV[fmt]
-    width, height = 1024, 256  # wide enough for swscale's SIMD rows, as real frames are
     frame = av.VideoFrame(width, height, fmt)
     try:
         frame.colorspace = colorspace
         frame.color_range = color_range
     except (AttributeError, TypeError, ValueError):
         return None  # an old PyAV: the conversion's colour matrix cannot be matched
-    # one random colour per 2 x 2 pixel block (one chroma sample of 4:2:0)
-    blocks = (height // 2, width // 2)
+    # one random colour per 2 x 2 pixel block (one chroma sample of 4:2:0): under nearest
+    # chroma the four pixels convert alike, under interpolation they do not. The colours are
+    # random RGB ones, in YUV by the usual matrix (BT.601), so that few of them clip
+    blocks = ((height + 1) // 2, (width + 1) // 2)
     rng = np.random.default_rng(0)
-    values = rng.integers(0, 256, size=(3, *blocks))
+    tile = 64  # a tile of 64 x 64 blocks repeated over the frame
+    rgb_in = rng.uniform(8.0, 247.0, size=(3, tile * tile))
+    colours = (_BT601 @ rgb_in + np.array([[16.0], [128.0], [128.0]])).round()
+    colours = colours.clip(0, 255).astype(np.uint8).reshape(3, tile, tile)
+    reps = (1, -(-blocks[0] // tile), -(-blocks[1] // tile))
+    values = np.tile(colours, reps)[:, : blocks[0], : blocks[1]]
     for i, plane in enumerate(frame.planes[:3]):
         rows = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)
         ry, rx = (1, 1) if i == 0 else (sy, sx)
-        rows[: plane.height, : plane.width] = np.kron(
-            values[i], np.ones((2 // ry, 2 // rx), np.int64)
-        )
-    rgb = frame.to_ndarray(format="rgb24")[::2, ::2].reshape(-1, 3).astype(np.float64)
-    yuv1 = np.concatenate([values.reshape(3, -1), np.ones((1, rgb.shape[0]))]).T
-    inside = ((rgb > 0) & (rgb < 255)).all(axis=1)  # unclipped
-    if inside.sum() < 1000:
+        up = values[i].repeat(2 // ry, axis=0).repeat(2 // rx, axis=1)
+        rows[: plane.height, : plane.width] = up[: plane.height, : plane.width]
+    rgb = frame.to_ndarray(format="rgb24")
+    # the pixels checked: a random sample, and the last two rows and columns
+    pick = rng.integers(0, width * height, size=1 << 15)
+    r, c = np.divmod(pick, width)
+    last_r, last_c = np.arange(max(0, height - 2), height), np.arange(max(0, width - 2), width)
+    r = np.concatenate([r, last_r.repeat(width), np.tile(np.arange(height), last_c.size)])
+    c = np.concatenate([c, np.tile(np.arange(width), last_r.size), last_c.repeat(height)])
+    got = rgb[r, c].astype(np.float64)  # (N, 3)
+    yuv1 = np.concatenate([values[:, r // 2, c // 2], np.ones((1, r.size))]).T.astype(np.float64)
+    inside = ((got > 0) & (got < 255)).all(axis=1)  # unclipped
+    if inside.sum() < min(1000, r.size // 2):
         return None
-    m, *_ = np.linalg.lstsq(yuv1[inside], rgb[inside], rcond=None)
-    if np.abs(yuv1[inside] @ m - rgb[inside]).max() > _MAX_FIT_ERROR:
+    m, *_ = np.linalg.lstsq(yuv1[inside], got[inside], rcond=None)
+    if np.abs(yuv1[inside] @ m - got[inside]).max() > _MAX_FIT_ERROR:
         return None
     return m.T.copy()
 
@@ -289,7 +315,7 @@ def _yuv_plan(
     block = (fx, fy) if quarter % 2 else (fy, fx)  # (rows, cols) in the stored frame
     if rect[0] % sy or rect[1] % sx or block[0] % sy or block[1] % sx:
         return None  # blocks would split chroma samples
-    m = _conversion(*key[:3])
+    m = _conversion(*key)
     if m is None:
         return None
     count = (block[0] * block[1], (block[0] // sy) * (block[1] // sx))

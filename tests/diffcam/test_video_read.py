@@ -294,8 +294,11 @@ def test_checkerboard_video_downscales_to_grey(tmp_path):
 
 
 # --------------------------------------------------------------------------- YUV averaging
-def _yuv_clip(path: Path, pix_fmt: str, *, w: int = 64, h: int = 48, t: int = 4) -> Path:
-    """``t`` frames written losslessly (x264 at qp 0) from Y, U and V planes chosen directly:
+def _yuv_clip(
+    path: Path, pix_fmt: str, *, w: int = 64, h: int = 48, t: int = 4, codec: str = "libx264"
+) -> Path:
+    """``t`` frames written losslessly (x264 at qp 0, or FFV1) from Y, U and V planes chosen
+    directly:
     the left half noise (Y over 0-255, U and V over their legal 16-240: far outside the RGB
     gamut, many pixels clip), the right half smooth mid-range colours (none clip).
 
@@ -303,7 +306,8 @@ def _yuv_clip(path: Path, pix_fmt: str, *, w: int = 64, h: int = 48, t: int = 4)
     237 with U over 245, where the YUV averaging clips.)"""
     rng = np.random.default_rng(7)
     with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=10, options={"qp": "0", "preset": "ultrafast"})
+        options = {"qp": "0", "preset": "ultrafast"} if codec == "libx264" else {}
+        stream = out.add_stream(codec, rate=10, options=options)
         stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
         for k in range(t):
             frame = av.VideoFrame(w, h, pix_fmt)
@@ -387,6 +391,15 @@ def test_conversion_rule(tmp_path, clip):
     assert way(path, size=(64, 24)) == "rgb"  # a factor of 1 across splits 4:2:0 chroma
     assert way(path, crop=(1, 0, 32, 24), size=(16, 12)) == "rgb"  # odd crop offset
     assert way(path, crop=(2, 0, 48, 24), size=(16, 8)) == "rgb"  # odd factor (3) for 4:2:0
+    # swscale converts 4:2:0 of an odd height with the chroma interpolated: measured, refused
+    odd = _yuv_clip(tmp_path / "odd.mkv", "yuv420p", w=64, h=47, t=2, codec="ffv1")
+    assert way(odd, crop=(0, 0, 64, 44), size=(32, 22)) == "rgb"
+    odd_width = _yuv_clip(tmp_path / "oddw.mkv", "yuv420p", w=63, h=48, t=2, codec="ffv1")
+    assert way(odd_width, crop=(0, 0, 62, 48), size=(31, 24)) == "yuv"
+    kwargs = {"crop": (0, 0, 62, 48), "size": (31, 24)}
+    _assert_yuv_close(
+        read_video(odd_width, **kwargs), read_video(odd_width, conversion="rgb", **kwargs)
+    )
     full444 = _yuv_clip(tmp_path / "c444.mp4", "yuv444p", w=48, h=48, t=2)
     assert way(full444, size=(16, 16)) == "yuv"  # 4:4:4: any whole factor
     assert way(full444, crop=(1, 1, 45, 45), size=(15, 15)) == "yuv"
@@ -423,11 +436,11 @@ def test_colour_matrix_is_measured():
     """The YUV to RGB map is fitted to what the reference conversion does: for a stream that
     says nothing of its colours, swscale's default, BT.601 limited range; full range for
     yuvj420p."""
-    m = video_mod.yuv._conversion("yuv420p", 2, 0)  # unspecified matrix and range
+    m = video_mod.yuv._conversion("yuv420p", 2, 0, 64, 48)  # unspecified matrix and range
     assert m is not None
     assert np.allclose(m[:, 0], 255 / 219, atol=0.01)  # Y: 16-235 to 0-255
     assert m[0, 2] == pytest.approx(1.596, abs=0.01) and m[2, 1] == pytest.approx(2.018, abs=0.01)
-    full = video_mod.yuv._conversion("yuvj420p", 2, 2)
+    full = video_mod.yuv._conversion("yuvj420p", 2, 2, 64, 48)
     assert full is not None and np.allclose(full[:, 0], 1.0, atol=0.01)
 
 
