@@ -298,9 +298,9 @@ def _yuv_clip(
     path: Path, pix_fmt: str, *, w: int = 64, h: int = 48, t: int = 4, codec: str = "libx264"
 ) -> Path:
     """``t`` frames written losslessly (x264 at qp 0, or FFV1) from Y, U and V planes chosen
-    directly:
-    the left half noise (Y over 0-255, U and V over their legal 16-240: far outside the RGB
-    gamut, many pixels clip), the right half smooth mid-range colours (none clip).
+    directly: the left half noise (Y over 0-255, U and V over their legal 16-240: far
+    outside the RGB gamut, many pixels clip), the right half smooth mid-range colours (none
+    clip).
 
     (Not U or V over 240: swscale's 4:4:4 conversion, the reference, wraps around for Y over
     237 with U over 245, where the YUV averaging clips.)"""
