@@ -12,7 +12,8 @@ full-resolution clip is never held in memory.
 
 Modules: `writing` (write_video), `reading` (read_video and the decoding loop), `record`
 (the Video dataclass), `errors` (VideoError), `selection` (argument parsing), `frames`
-(per-frame rotation, crop and resize), `seek` (seek planning), `clock` (each frame's
+(per-frame rotation, crop and resize), `yuv` (shrinking by averaging the decoded Y, U and V
+planes, converted to RGB at the output size), `seek` (seek planning), `clock` (each frame's
 presentation timestamp, and the checks that a clock is usable), `container` (PyAV plumbing)
 and `buffer` (the output buffer).
 """

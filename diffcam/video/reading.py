@@ -16,7 +16,7 @@ from .buffer import _allocate, _estimate_count, _Output
 from .clock import _clock_problem, _PacketClock
 from .container import _declared_end, _declared_frames, _decoded_frames, _fps, _open, _video_stream
 from .errors import VideoError
-from .frames import _geometry, _store, _upright_rgb
+from .frames import _geometry, _quarter, _store, _upright_rgb
 from .record import Video
 from .seek import _scan_for_seek, _SeekMissed, _SeekPlan
 from .selection import (
@@ -29,6 +29,7 @@ from .selection import (
     _parse_size,
     _Selection,
 )
+from .yuv import _yuv_plan, _YuvPlan
 
 
 def read_video(
@@ -44,14 +45,16 @@ def read_video(
     device: torch.device | str | None = None,
     progress: bool = False,
     allow_truncated: bool = False,
+    conversion: str = "auto",
 ) -> Video:
     """Read a video file into a `Video`, streaming: one full-resolution frame at a time.
 
     Each decoded frame is converted to RGB (grey sources are replicated, an alpha channel
     is dropped), turned upright, cropped, converted to ``dtype`` in [0, 1] and resized, and
-    only the result is stored. Peak memory is the output plus a few full-resolution frames
-    (and briefly twice the output when the container does not tell the frame count, so the
-    output grows in chunks that are joined at the end). On the CPU this per-frame work runs
+    only the result is stored (when shrinking by whole factors, the averaging comes before
+    the conversion to RGB where it can: see "Conversion" below). Peak memory is the output
+    plus a few full-resolution frames (and briefly twice the output when the container does
+    not tell the frame count, so the output grows in chunks that are joined at the end). On the CPU this per-frame work runs
     on one torch thread, beside FFmpeg's decoding threads; the previous
     ``torch.get_num_threads()`` is restored on return.
 
@@ -83,13 +86,38 @@ def read_video(
         progress: show a tqdm bar.
         allow_truncated: for a file that ends early or is damaged part way (see below),
             warn and return the frames read up to the damage instead of raising.
+        conversion: ``"auto"`` (default) averages in YUV where the rule below allows it,
+            ``"rgb"`` always converts each full-size frame to RGB first (the reference).
 
     Returns:
         a `Video`: ``frames`` (T, 3, H, W), ``times`` (T,) float64 seconds from the stream's
         first frame, taken from the container's presentation timestamps (exact for variable
         frame rate) or ``index / fps``, ``frame_indices`` (T,) int64, ``fps``,
-        ``source_size``, ``crop``, ``path`` and ``clock`` (where ``times`` came from:
-        ``"container"``, ``"fps"`` or ``"index/fps fallback"``).
+        ``source_size``, ``crop``, ``path``, ``clock`` (where ``times`` came from:
+        ``"container"``, ``"fps"`` or ``"index/fps fallback"``) and ``conversion`` (how the
+        pixels were made: ``"yuv"``, ``"rgb"``, or ``"mixed"`` when some frames went each
+        way; see below).
+
+    Conversion: FFmpeg's conversion of a full-size frame to RGB costs more than decoding it,
+    so when shrinking (``conversion="auto"``) each output pixel's block of source pixels is
+    averaged in the decoded Y, U and V planes and only the averages are converted to RGB
+    (``Video.conversion == "yuv"``). That is the same area average of the same RGB pixels,
+    up to the reference's rounding of each pixel to 8 bits (a fraction of an 8-bit level on
+    average, a couple of levels at most); blocks where some pixel's RGB leaves [0, 1] are
+    converted, clipped and averaged pixel by pixel, as the reference does. The rule: it is
+    used when the frames are 8-bit planar YUV (``yuv420p``, ``yuv422p``, ``yuv444p`` or
+    their full-range ``yuvj`` forms: what H.264, HEVC, VP9 and AV1 decoders give for
+    ordinary video), the output shrinks the (cropped) upright frame by a whole factor on
+    each axis (the case `resize_frames` averages exactly), the blocks do not split chroma
+    samples (with 4:2:0 chroma: an even factor and an even crop offset on each axis), and
+    FFmpeg's own conversion of a test frame of that format, colour matrix, range and size
+    is the affine map with nearest chroma that the averaging assumes (it is measured once
+    per kind of frame; FFmpeg interpolates the chroma of 4:2:0 frames of an odd height, for
+    one, and those go the ``"rgb"`` way). Otherwise, or with ``conversion="rgb"``, each frame is converted to RGB at full size and
+    then cropped and resized in torch (``"rgb"``). A frame whose pixel format, colour matrix,
+    size or rotation differs from the first kept frame's goes the ``"rgb"`` way. The YUV
+    averaging runs on the CPU, in the frame's own memory, whatever ``device`` is; only the
+    result is copied there.
 
     Rotation: phones store portrait video as landscape frames plus a display matrix
     (rotation metadata). It is applied (in multiples of 90 degrees, the nearest one), so
@@ -146,13 +174,20 @@ def read_video(
             path=p,
             argument=f"device={device!r}",
         ) from None
+    if conversion not in ("auto", "rgb"):
+        raise VideoError(
+            "must be 'auto' (average in YUV where possible) or 'rgb' (convert every "
+            "full-size frame to RGB first)",
+            path=p,
+            argument=f"conversion={conversion!r}",
+        )
     if not os.path.exists(p):
         raise VideoError("no such file; check the path", path=p)
     if os.path.isdir(p):
         raise VideoError("is a directory, not a video file", path=p)
 
     plan = None if sel.from_first else _scan_for_seek(p, sel)
-    args = (p, sel, out_size, crop, dtype, device, progress, allow_truncated, rate)
+    args = (p, sel, out_size, crop, dtype, device, progress, allow_truncated, rate, conversion)
     with _one_torch_thread(device):
         try:
             return _decode(*args, plan=plan)
@@ -185,6 +220,7 @@ def _decode(
     progress: bool,
     allow_truncated: bool,
     rate: float | None,
+    conversion: str,
     *,
     plan: _SeekPlan | None,
 ) -> Video:
@@ -214,6 +250,8 @@ def _decode(
         source_size = None
         out: _Output | None = None
         geom: tuple[int, int, tuple[int, int]] | None = None
+        yuv: _YuvPlan | None = None
+        used: set[str] = set()  # the conversions the kept frames went through
         state: dict[str, Any] = {"packets": 0, "failure": None, "end_pts": None}
         reached_end = True
         untimed = False
@@ -275,19 +313,30 @@ def _decode(
                 in_range += 1
                 if (in_range - 1) % sel.stride:
                     continue
-                img = _upright_rgb(frame, stream)
+                quarter = _quarter(frame, stream)
+                upright = (int(frame.width), int(frame.height))
+                if quarter % 2:
+                    upright = upright[::-1]
                 if source_size is None:
-                    source_size = (int(img.shape[2]), int(img.shape[1]))
+                    source_size = upright
                     geom = _geometry(path, source_size, crop, size)
                     out = _allocate(path, estimate, (3, geom[1], geom[0]), dtype, device)
-                elif (int(img.shape[2]), int(img.shape[1])) != source_size:
+                    if conversion == "auto":
+                        yuv = _yuv_plan(frame, quarter, crop, geom, work)
+                elif upright != source_size:
                     raise VideoError(
                         f"the frame size changes from {source_size[0]}x{source_size[1]} to "
-                        f"{img.shape[2]}x{img.shape[1]} at frame {index}; read the parts "
+                        f"{upright[0]}x{upright[1]} at frame {index}; read the parts "
                         "separately with frames=",
                         path=path,
                     )
-                _store(img, crop, geom, work, device, out.slot())  # type: ignore[union-attr,arg-type]
+                slot = out.slot()  # type: ignore[union-attr]
+                if yuv is not None and yuv.store(frame, quarter, slot):
+                    used.add("yuv")
+                else:
+                    img = _upright_rgb(frame, stream, quarter)
+                    _store(img, crop, geom, work, device, slot)  # type: ignore[arg-type]
+                    used.add("rgb")
                 kept_times.append(pts_time)
                 kept_index.append(index)
                 bar.update(1)
@@ -348,6 +397,7 @@ def _decode(
         frame_indices=torch.tensor(kept_index, dtype=torch.long),
         path=path,
         clock=clock_name,
+        conversion=used.pop() if len(used) == 1 else "mixed",
     )
 
 

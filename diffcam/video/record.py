@@ -38,6 +38,10 @@ class Video:
             `retimed` or `from_frames`), ``"index/fps fallback"`` (``frame_indices / fps``
             with the container's rate: the stream has no timestamps) or ``"given"`` (times
             passed in by the caller).
+        conversion: how `read_video` made the pixels: ``"yuv"`` (each output pixel's block
+            averaged in the decoded Y, U and V planes, then converted to RGB), ``"rgb"``
+            (each full-size frame converted to RGB, then cropped and resized), ``"mixed"``
+            (some frames each way), or None for frames not read from a file.
 
     ``times`` and ``frame_indices`` stay on the CPU whatever the device of ``frames``
     (float64 is not available on every device).
@@ -51,6 +55,7 @@ class Video:
     frame_indices: torch.Tensor = field(default=None)  # type: ignore[assignment]
     path: str | None = None
     clock: str = "given"
+    conversion: str | None = None
 
     def __post_init__(self) -> None:
         f = self.frames

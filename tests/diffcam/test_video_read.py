@@ -27,6 +27,27 @@ from diffcam import video as video_mod
 # absolute error in [0, 1] units.
 CODEC_TOL = 0.03
 
+# read_video's YUV averaging (conversion="yuv") against the reference (conversion="rgb"):
+# they differ by the reference's rounding of every pixel to 8 bits (swscale's fixed point is
+# off the exact colour matrix by up to ~1.5 levels); bounds on the largest and the mean
+# absolute difference, in [0, 1] units.
+YUV_MAX_TOL = 2.5 / 255
+YUV_MEAN_TOL = 0.5 / 255
+
+
+def _assert_yuv_close(fast: Video, ref: Video) -> None:
+    """``fast`` (averaged in YUV) is ``ref`` (the reference conversion) to rounding: the
+    same shape, dtype, times and frame indices, and values within the YUV tolerances."""
+    assert fast.conversion == "yuv" and ref.conversion == "rgb"
+    assert fast.frames.shape == ref.frames.shape and fast.frames.dtype == ref.frames.dtype
+    assert torch.equal(fast.times, ref.times)
+    assert torch.equal(fast.frame_indices, ref.frame_indices)
+    assert fast.source_size == ref.source_size and fast.crop == ref.crop
+    d = (fast.frames.double() - ref.frames.double()).abs()
+    assert d.max() <= YUV_MAX_TOL, f"max {d.max() * 255:.2f} levels"
+    assert d.mean() <= YUV_MEAN_TOL, f"mean {d.mean() * 255:.3f} levels"
+    assert 0.0 <= fast.frames.min() and fast.frames.max() <= 1.0
+
 
 def _smooth(t: int, h: int, w: int) -> torch.Tensor:
     """(t, 3, h, w) smooth colour ramps that change from frame to frame (codecs blur noise)."""
@@ -234,9 +255,13 @@ def test_seek_that_misses_falls_back_to_decoding_from_the_start(clip, monkeypatc
 def test_size_and_crop(clip):
     path, _ = clip
     full = read_video(path, frames=(0, 4))
-    half = read_video(path, frames=(0, 4), size=(32, 24))
+    half = read_video(path, frames=(0, 4), size=(32, 24), conversion="rgb")
     assert half.frames.shape == (4, 3, 24, 32) and half.source_size == (64, 48)
+    assert full.conversion == "rgb" and half.conversion == "rgb"
     torch.testing.assert_close(half.frames, F.avg_pool2d(full.frames, 2))  # area average
+    fast = read_video(path, frames=(0, 4), size=(32, 24))  # averaged in YUV: the same to rounding
+    assert fast.conversion == "yuv"
+    _assert_yuv_close(fast, half)
     assert read_video(path, frames=(0, 1), size=40).size == (40, 30)  # aspect kept, rounded
     assert read_video(path, frames=(0, 1), size=(None, 12)).size == (16, 12)
     assert read_video(path, frames=(0, 1), size=(70, 50)).size == (70, 50)  # enlarging
@@ -245,9 +270,10 @@ def test_size_and_crop(clip):
     c = read_video(path, frames=(0, 4), crop=crop)
     assert c.crop == crop and c.size == (40, 30) and c.source_size == (64, 48)
     assert torch.equal(c.frames, full.frames[:, :, 4:34, 8:48])
-    cs = read_video(path, frames=(0, 4), crop=crop, size=20)  # crop first, then resize
-    assert cs.size == (20, 15)
+    cs = read_video(path, frames=(0, 4), crop=crop, size=20, conversion="rgb")
+    assert cs.size == (20, 15)  # crop first, then resize
     torch.testing.assert_close(cs.frames, F.avg_pool2d(c.frames, 2))
+    _assert_yuv_close(read_video(path, frames=(0, 4), crop=crop, size=20), cs)
 
 
 def test_resize_frames_averages():
@@ -265,6 +291,157 @@ def test_checkerboard_video_downscales_to_grey(tmp_path):
     path = diffcam.write_video(tmp_path / "board.mp4", board.expand(3, 3, 64, 128), fps=10)
     v = read_video(path, size=(16, 8))  # 8x8 blocks: two squares each way
     assert (v.frames - 0.5).abs().max() < 0.05
+
+
+# --------------------------------------------------------------------------- YUV averaging
+def _yuv_clip(
+    path: Path, pix_fmt: str, *, w: int = 64, h: int = 48, t: int = 4, codec: str = "libx264"
+) -> Path:
+    """``t`` frames written losslessly (x264 at qp 0, or FFV1) from Y, U and V planes chosen
+    directly: the left half noise (Y over 0-255, U and V over their legal 16-240: far
+    outside the RGB gamut, many pixels clip), the right half smooth mid-range colours (none
+    clip).
+
+    (Not U or V over 240: swscale's 4:4:4 conversion, the reference, wraps around for Y over
+    237 with U over 245, where the YUV averaging clips.)"""
+    rng = np.random.default_rng(7)
+    with av.open(str(path), "w") as out:
+        options = {"qp": "0", "preset": "ultrafast"} if codec == "libx264" else {}
+        stream = out.add_stream(codec, rate=10, options=options)
+        stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
+        for k in range(t):
+            frame = av.VideoFrame(w, h, pix_fmt)
+            for i, plane in enumerate(frame.planes):
+                rows = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)
+                ph, pw = plane.height, plane.width
+                values = (
+                    rng.integers(0, 256, (ph, pw)) if i == 0 else rng.integers(16, 241, (ph, pw))
+                )
+                ramp = np.linspace(70 + 10 * i, 180 - 10 * i, pw)[None, :] + 5 * k
+                values[:, pw // 2 :] = np.broadcast_to(ramp, (ph, pw))[:, pw // 2 :]
+                rows[:ph, :pw] = values
+            frame.pts = k
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+@pytest.mark.parametrize("pix_fmt", ["yuv420p", "yuvj420p", "yuv422p", "yuv444p"])
+def test_yuv_averaging_matches_the_rgb_conversion(tmp_path, pix_fmt, monkeypatch):
+    """conversion="auto" averages in YUV; it gives the reference's area averages of the RGB
+    pixels to rounding, clipped pixels included, for each 8-bit planar YUV layout, shrink
+    factor, crop and dtype."""
+    path = _yuv_clip(tmp_path / f"{pix_fmt}.mp4", pix_fmt)
+    with av.open(str(path)) as container:
+        assert next(container.decode(video=0)).format.name == pix_fmt
+    for kwargs in (
+        {"size": (32, 24)},
+        {"size": (16, 12)},
+        {"size": (8, None), "frames": (1, 3)},
+        {"crop": (8, 4, 48, 32), "size": 12},
+        {"crop": (2, 2, 32, 40), "size": (16, None), "dtype": torch.float64},
+        {"size": (32, 24), "dtype": torch.float16, "stride": 2},
+    ):
+        fast, ref = read_video(path, **kwargs), read_video(path, conversion="rgb", **kwargs)
+        _assert_yuv_close(fast, ref)
+
+    # the noise clips: averaging its blocks' YUV and converting (no pixel-by-pixel fix) is
+    # far from the reference, so the test above does check the fix
+    monkeypatch.setattr(video_mod.yuv._YuvPlan, "_fix_clipped", lambda *args: None)
+    bare = read_video(path, size=(16, 12))
+    ref = read_video(path, size=(16, 12), conversion="rgb")
+    assert bare.conversion == "yuv"
+    assert (bare.frames - ref.frames).abs().max() > 4 * YUV_MAX_TOL
+
+
+@pytest.mark.parametrize("degrees", [90, 180, -90])
+def test_yuv_averaging_of_rotated_video(tmp_path, degrees):
+    """The blocks are averaged in the stored frame and the small result turned upright: the
+    same as turning the full frame first, crop (in upright pixels) included."""
+    plain = _yuv_clip(tmp_path / "plain.mp4", "yuv420p", w=64, h=32, t=2)
+    rotated = tmp_path / "rotated.mp4"
+    subprocess.run(
+        [imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-loglevel", "error", "-display_rotation",
+         str(degrees), "-i", str(plain), "-c", "copy", str(rotated)],
+        check=True,
+    )  # fmt: skip
+    for kwargs in ({"size": 8}, {"crop": (4, 6, 24, 20), "size": (12, None)}):
+        fast = read_video(rotated, **kwargs)
+        ref = read_video(rotated, conversion="rgb", **kwargs)
+        _assert_yuv_close(fast, ref)
+    assert read_video(rotated, size=8).source_size == ((32, 64) if degrees % 180 else (64, 32))
+
+
+def test_conversion_rule(tmp_path, clip):
+    """conversion="auto" averages in YUV only where the rule in read_video's docstring allows
+    it, and Video.conversion says which way the frames went."""
+    path, _ = clip  # 64 x 48 yuv420p
+
+    def way(p, **kwargs) -> str:
+        return read_video(p, frames=(0, 2), **kwargs).conversion
+
+    assert way(path, size=(32, 24)) == "yuv"
+    assert way(path, size=(32, 24), conversion="rgb") == "rgb"  # asked for
+    assert way(path) == "rgb"  # no resize
+    assert way(path, crop=(0, 0, 32, 24)) == "rgb"  # cropped, not resized
+    assert way(path, size=(128, 96)) == "rgb"  # enlarging
+    assert way(path, size=(40, 30)) == "rgb"  # not a whole factor
+    assert way(path, size=(64, 24)) == "rgb"  # a factor of 1 across splits 4:2:0 chroma
+    assert way(path, crop=(1, 0, 32, 24), size=(16, 12)) == "rgb"  # odd crop offset
+    assert way(path, crop=(2, 0, 48, 24), size=(16, 8)) == "rgb"  # odd factor (3) for 4:2:0
+    # swscale converts 4:2:0 of an odd height with the chroma interpolated: measured, refused
+    odd = _yuv_clip(tmp_path / "odd.mkv", "yuv420p", w=64, h=47, t=2, codec="ffv1")
+    assert way(odd, crop=(0, 0, 64, 44), size=(32, 22)) == "rgb"
+    odd_width = _yuv_clip(tmp_path / "oddw.mkv", "yuv420p", w=63, h=48, t=2, codec="ffv1")
+    assert way(odd_width, crop=(0, 0, 62, 48), size=(31, 24)) == "yuv"
+    kwargs = {"crop": (0, 0, 62, 48), "size": (31, 24)}
+    _assert_yuv_close(
+        read_video(odd_width, **kwargs), read_video(odd_width, conversion="rgb", **kwargs)
+    )
+    full444 = _yuv_clip(tmp_path / "c444.mp4", "yuv444p", w=48, h=48, t=2)
+    assert way(full444, size=(16, 16)) == "yuv"  # 4:4:4: any whole factor
+    assert way(full444, crop=(1, 1, 45, 45), size=(15, 15)) == "yuv"
+    grey = _encode(
+        tmp_path / "grey.mov", [np.full((16, 24), 90, np.uint8)] * 2, codec="png",
+        pix_fmt="gray", in_format="gray",
+    )  # fmt: skip
+    assert way(grey, size=(12, 8)) == "rgb"  # not YUV
+    assert Video.from_frames(torch.zeros(1, 3, 2, 2), fps=1).conversion is None
+    v = read_video(path, frames=(0, 4), size=(32, 24))
+    assert v.subset([0, 2]).conversion == "yuv" and v.to(dtype=torch.float64).conversion == "yuv"
+    message = _error(path, conversion="RGB")
+    assert "conversion='RGB'" in message and "'auto'" in message and "'rgb'" in message
+
+
+def test_yuv_plan_refuses_other_frames(clip):
+    """A frame unlike the first (another pixel format, size or turn) goes the reference way:
+    the plan leaves its slot alone and says so."""
+    path, _ = clip
+    with av.open(str(path)) as container:
+        frame = next(container.decode(video=0))
+    geom = video_mod.frames._geometry(str(path), (64, 48), None, (32, 24))
+    plan = video_mod.yuv._yuv_plan(frame, 0, None, geom, torch.float32)
+    assert plan is not None
+    slot = torch.full((3, 24, 32), -1.0)
+    assert not plan.store(frame.reformat(format="yuv444p"), 0, slot)
+    assert not plan.store(frame.reformat(width=32, height=24), 0, slot)
+    assert not plan.store(frame, 2, slot)
+    assert (slot == -1).all()
+    assert plan.store(frame, 0, slot) and 0 <= slot.min() and slot.max() <= 1
+
+
+def test_colour_matrix_is_measured():
+    """The YUV to RGB map is fitted to what the reference conversion does: for a stream that
+    says nothing of its colours, swscale's default, BT.601 limited range; full range for
+    yuvj420p."""
+    m = video_mod.yuv._conversion("yuv420p", 2, 0, 64, 48)  # unspecified matrix and range
+    assert m is not None
+    assert np.allclose(m[:, 0], 255 / 219, atol=0.01)  # Y: 16-235 to 0-255
+    assert m[0, 2] == pytest.approx(1.596, abs=0.01) and m[2, 1] == pytest.approx(2.018, abs=0.01)
+    full = video_mod.yuv._conversion("yuvj420p", 2, 2, 64, 48)
+    assert full is not None and np.allclose(full[:, 0], 1.0, atol=0.01)
 
 
 # --------------------------------------------------------------------------- dtype, device, Video
