@@ -13,17 +13,71 @@ other key is a scene override (``joints.pivot.damping``, ``joints.pivot.position
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
+from ..autodiff import plain_autograd
 from ..formation import ImageModel, body_windows, render_video
 from ..render.api import DEFAULT_EDGE_SOFTNESS
 
-__all__ = ["VideoModel", "Built", "render_rollout", "POSITION_OFFSET", "VELOCITY_OFFSET"]
+__all__ = [
+    "VideoModel",
+    "Built",
+    "PhysicsTier",
+    "render_rollout",
+    "POSITION_OFFSET",
+    "VELOCITY_OFFSET",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class PhysicsTier:
+    """When a fit's rollouts without gradients step compiled (``physics.rollout(...,
+    compile=True)``: ahead-of-time libraries for trees in joint coordinates, torch.compile
+    otherwise) instead of eagerly: a ski rental in seconds. Compiled stepping costs a build
+    (about ``build_seconds`` here, once per world structure, then on disk for every later
+    process) and is then many times faster, so rollouts step eagerly until they have cost
+    about what a build costs, or compiled from the start where the libraries are already on
+    disk (`physics.ahead_of_time.on_disk`). One tier is shared by every fit of a process.
+
+    Attributes:
+        build_seconds: the price of a build (s).
+        eager_seconds: what eager rollouts have cost so far (s).
+    """
+
+    build_seconds: float = 40.0
+    eager_seconds: float = 0.0
+    announced: bool = False
+
+    def compiles(self, world, state, actions) -> bool:
+        """Whether a rollout of ``world`` from ``state`` (B worlds) under ``actions`` (steps,
+        B, A) or None, without gradients, steps compiled."""
+        import physics.ahead_of_time
+
+        action = None if actions is None or len(actions) == 0 else actions[0]
+        if physics.ahead_of_time.on_disk(world, state, action, False, rollout=True):
+            return True
+        if self.eager_seconds < self.build_seconds:
+            return False
+        if not self.announced:
+            log.warning(
+                "fit: rollouts have stepped eagerly for %.0f s; from now on they step compiled "
+                "(a first build of this model's compiled physics takes about a minute and is "
+                "kept on disk, DIFFCAM_CACHE_DIR, for later runs)", self.eager_seconds,
+            )  # fmt: skip
+            self.announced = True
+        return True
+
+
+PHYSICS_TIER = PhysicsTier()
 
 POSITION_OFFSET = "initial_state.position_offset"
 VELOCITY_OFFSET = "initial_state.velocity_offset"
@@ -49,7 +103,10 @@ class VideoModel:
         actions: (steps, A) known actions per physics step (the actuators' units) or None.
         image_model: the `ImageModel` whose fields ``image.*`` keys replace.
         to_overrides: optional function from the fitted values to the routed keys.
-        compile_physics: step with `physics.compiled_step` (reverse-mode evaluations only).
+        compile_physics: True steps compiled, False eagerly; None (the default) eagerly
+            where gradients flow through the rollout, and elsewhere as `PHYSICS_TIER`
+            decides (compiled once eager rollouts have cost about what a build costs, or
+            from the start when the compiled libraries are on disk).
         silhouette_weight: > 0 adds the bodies' coverage, times this weight, as a fourth
             channel of `frames` (for a silhouette term against a foreground mask).
     """
@@ -61,7 +118,7 @@ class VideoModel:
         actions: torch.Tensor | None,
         image_model: ImageModel | None,
         to_overrides: Callable[[dict], Mapping[str, Any]] | None = None,
-        compile_physics: bool = False,
+        compile_physics: bool | None = None,
         silhouette_weight: float = 0.0,
     ):
         self.scene = scene
@@ -140,9 +197,19 @@ class VideoModel:
         actions = self.actions
         if actions is not None:
             actions = actions[:steps, None, :].expand(steps, batch, actions.shape[-1])
-        trajectory = physics.rollout(
-            scene.world, state, steps, actions=actions, compile=self.compile_physics
-        )
+        compile = self.compile_physics
+        if compile is None:  # the default path: eager, or compiled when it pays (PhysicsTier)
+            grad = torch.is_grad_enabled() and any(
+                isinstance(t, torch.Tensor) and t.requires_grad
+                for t in (*state.tensors(), *vars(scene.world).values())
+            )  # fmt: skip
+            compile = not grad and plain_autograd() and PHYSICS_TIER.compiles(
+                scene.world, state, actions
+            )  # fmt: skip
+        start = time.perf_counter()
+        trajectory = physics.rollout(scene.world, state, steps, actions=actions, compile=compile)
+        if not compile:
+            PHYSICS_TIER.eager_seconds += time.perf_counter() - start
         return Built(scene, trajectory, self.image_model.replace(**image))
 
     def frames(self, built: Built, index, trajectory=None, windows=None, **render_kwargs):

@@ -216,7 +216,7 @@ def fit_scene(
     fit_initial_state: bool = False,
     to_overrides=None,
     frame_every: int = 1,
-    compile_physics: bool = False,
+    compile_physics: bool | None = None,
     uncertainty: bool = True,
     checkpoint: str | os.PathLike | None = None,
     frames_per_chunk: int = 16,
@@ -270,7 +270,9 @@ def fit_scene(
             above, for parameters that are not one key (a pendulum's length setting both a
             body's position and a joint's anchor).
         frame_every: physics steps between frames given as a tensor without ``times``.
-        compile_physics: `physics.compiled_step` for the reverse-mode evaluations.
+        compile_physics: True steps the physics compiled, False eagerly; None (the default)
+            eagerly where gradients flow through it, and elsewhere compiled once eager
+            rollouts have cost about what a build costs (`fit.model.PhysicsTier`).
         uncertainty: compute the covariance and ``std`` at the end (at most 64 scalars).
         checkpoint: a file to save progress in (atomically, every 10 s and after each stage);
             a fit started again with the same file resumes where it stopped.

@@ -150,8 +150,6 @@ class _Centres:
         self.bodies, self.horizon, self.scale = list(bodies), int(horizon), float(scale)
         self.centre = blobs.centre[:horizon]  # (T', K, 2)
         self.area = blobs.area[:horizon]  # (T', K)
-        self.width = model.scene.camera.width
-        self.height = model.scene.camera.height
         self.last = None  # (centres (T', D, 2), matches (T', D)) of the last normal equations
 
     def raw(self) -> torch.Tensor:
@@ -174,21 +172,8 @@ class _Centres:
     def match(self, centres, radius, depth) -> torch.Tensor:
         """(T', D) index of the blob each body is matched to at one world's prediction
         (centres (T', D, 2)), -1 for none."""
-        predicted_area = math.pi * radius.square()  # (T', D)
-        area = self.area[:, None, :]  # (T', 1, K)
-        # a blob much larger than all the bodies is a body merged with something else (a
-        # hand, a person): its centroid is not the bodies'
-        together = predicted_area.sum(-1, keepdim=True)[..., None]  # (T', 1, 1)
-        # and one much smaller a fragment: of a body behind a hand, or a speck of noise
-        small = torch.clamp_min(0.25 * predicted_area[..., None], 2.0)  # (T', D, 1)
-        plausible = (area > 0) & (area <= 2.5 * together + 10.0) & (area >= small)
-        distance = (self.centre[:, None, :, :] - centres[:, :, None, :]).norm(dim=-1)
-        distance = torch.where(plausible, distance, torch.full_like(distance, math.inf))
-        nearest, index = distance.min(-1)
-        inside = (centres[..., 0] > -radius) & (centres[..., 0] < self.width + radius)
-        inside &= (centres[..., 1] > -radius) & (centres[..., 1] < self.height + radius)
-        ok = (nearest < _GATE * self.scale + radius) & inside & (depth > 0)
-        return torch.where(ok, index, torch.full_like(index, -1))
+        blobs = Blobs(self.centre, self.area, None, None)
+        return _match(blobs, centres, radius, depth, self.scale, self.model.scene.camera)
 
     def residuals(self, centres, radius, matched) -> torch.Tensor:
         """(n, T', D, 2) residuals (x, y) of every world's prediction against the matched blobs,
@@ -271,6 +256,29 @@ class _Centres:
         return matched, float(distance.median())
 
 
+def _match(blobs: Blobs, centres, radius, depth, scale: float, camera) -> torch.Tensor:
+    """(T', D) index of the blob of ``blobs`` (its first T' frames) each body is matched to
+    for one world's prediction (centres (T', D, 2), radius and depth (T', D)), -1 for none:
+    the nearest blob of a plausible area within a few loss scales."""
+    horizon = centres.shape[0]
+    centre, area = blobs.centre[:horizon], blobs.area[:horizon, None, :]  # area (T', 1, K)
+    predicted_area = math.pi * radius.square()  # (T', D)
+    # a blob much larger than all the bodies is a body merged with something else (a hand,
+    # a person): its centroid is not the bodies'
+    together = predicted_area.sum(-1, keepdim=True)[..., None]  # (T', 1, 1)
+    # and one much smaller a fragment: of a body behind a hand, or a speck of noise
+    small = torch.clamp_min(0.25 * predicted_area[..., None], 2.0)  # (T', D, 1)
+    plausible = (area > 0) & (area <= 2.5 * together + 10.0) & (area >= small)
+    distance = (centre[:, None, :, :] - centres[:, :, None, :]).norm(dim=-1)
+    distance = torch.where(plausible, distance, torch.full_like(distance, math.inf))
+    nearest, index = distance.min(-1)
+    width, height = camera.width, camera.height
+    inside = (centres[..., 0] > -radius) & (centres[..., 0] < width + radius)
+    inside &= (centres[..., 1] > -radius) & (centres[..., 1] < height + radius)
+    ok = (nearest < _GATE * scale + radius) & inside & (depth > 0)
+    return torch.where(ok, index, torch.full_like(index, -1))
+
+
 def _charbonnier(norm: torch.Tensor) -> torch.Tensor:
     """The factor that makes a residual of length ``norm`` (in loss scales) a Charbonnier
     one: squared, 2 (sqrt(1 + norm^2) - 1), quadratic near 0 and growing like 2 norm."""
@@ -284,14 +292,16 @@ def centre_equations(model, keys, trainable, blobs: Blobs, bodies, scale: float)
     return problem.normal_equations()
 
 
-def match_blobs(model, keys, blobs: Blobs, bodies, scale: float) -> torch.Tensor:
-    """(T, D) the blob each body is matched to in each frame at the keys' values, -1 for
-    none (nearer than a few loss ``scale`` (px) and of a plausible area)."""
-    return _Centres(model, keys, keys, blobs, bodies, model.frame_count, scale).matches()[0]
+def match_blobs(built, times, blobs: Blobs, bodies, scale: float) -> torch.Tensor:
+    """(T, D) the blob each body is matched to in each frame of a built model (batch 1) at
+    ``times`` (T,), -1 for none (nearer than a few loss ``scale`` (px), of a plausible area)."""
+    centres, radius, depth = projected(built, times, bodies)
+    return _match(blobs, centres[0], radius[0], depth[0], scale, built.scene.camera)
 
 
 def _horizons(times: torch.Tensor, first: float) -> list[int]:
-    """Frame counts of growing horizons: ``first`` seconds (at least 6 frames), doubling."""
+    """Frame counts of growing horizons: ``first`` seconds (at least 6 frames), doubling to
+    two seconds, then growing four times at a step."""
     count = times.shape[0]
     spans, h = [], first
     while True:
@@ -301,7 +311,7 @@ def _horizons(times: torch.Tensor, first: float) -> list[int]:
             return spans
         if not spans or span > spans[-1]:
             spans.append(span)
-        h *= 2.0
+        h *= 2.0 if h < 2.0 else 4.0  # past the first seconds a fit reaches far
 
 
 def fit_centres(

@@ -42,7 +42,7 @@ from ..fit.model import VideoModel
 from ..formation import ImageModel, crop
 from .appearance import estimate_textures, texture_size
 from .blobs import find_blobs
-from .centres import fit_centres, match_blobs, predicted_centres, projected
+from .centres import fit_centres, match_blobs, projected
 from .errors import IdentifyError
 from .keys import KeySet, make_keyset
 from .observation import Observation, moving_mask, observe
@@ -261,10 +261,11 @@ class _Context:
         a blob of its own (``clean``: no hand, person or other body merged with it) and the
         pixels of those blobs (``body_mask``), which the scores and the silhouette term use
         there instead of everything that moves."""
-        keys = [make_key(n, s, self.scene.dtype) for n, s in self.fit_keys(values, False).items()]
-        model = VideoModel(self.scene, self.times, self.actions, None, self.keyset.overrides)
+        _, built = self.built(values, {})
         blobs = find_blobs(self.obs.mask)
-        chosen = match_blobs(model, keys, blobs, self.bodies, max(1.0, self.obs.size[0] / 160))
+        chosen = match_blobs(
+            built, self.times, blobs, self.bodies, max(1.0, self.obs.size[0] / 160)
+        )
         self.clean = (chosen >= 0).all(1)
         if not bool(self.clean.any()):
             self.clean = torch.ones_like(self.clean)
@@ -702,15 +703,8 @@ def _nuisance(keyset: KeySet, values: dict) -> dict:
 
 def _check_in_view(context: _Context, values: dict) -> None:
     """Raise if no moving body's centre is in the image in any frame at the start."""
-    keys = [make_key(n, s, context.scene.dtype) for n, s in context.fit_keys(values, False).items()]
-    model = VideoModel(
-        context.scene, context.times, context.actions, None, context.keyset.overrides
-    )
-    with torch.no_grad():
-        centres, _, depth = predicted_centres(
-            model, keys, [], torch.zeros(1, 0, dtype=context.scene.dtype), context.bodies,
-            len(context.times),
-        )  # fmt: skip
+    _, built = context.built(values, {})
+    centres, _, depth = projected(built, context.times, context.bodies)
     w, h = context.scene.camera.width, context.scene.camera.height
     x, y = centres[0, ..., 0], centres[0, ..., 1]
     inside = (depth[0] > 0) & (x >= 0) & (x <= w) & (y >= 0) & (y <= h)
