@@ -41,12 +41,14 @@ log = logging.getLogger(__name__)
 @dataclasses.dataclass
 class PhysicsTier:
     """When a fit's rollouts without gradients step compiled (``physics.rollout(...,
-    compile=True)``: ahead-of-time libraries for trees in joint coordinates, torch.compile
-    otherwise) instead of eagerly: a ski rental in seconds. Compiled stepping costs a build
-    (about ``build_seconds`` here, once per world structure, then on disk for every later
-    process) and is then many times faster, so rollouts step eagerly until they have cost
-    about what a build costs, or compiled from the start where the libraries are already on
-    disk (`physics.ahead_of_time.on_disk`). One tier is shared by every fit of a process.
+    compile=True)``, the ahead-of-time libraries of a tree in joint coordinates) instead of
+    eagerly: a ski rental in seconds. Compiled stepping costs a build (about
+    ``build_seconds`` here, once per world structure, then on disk for every later process)
+    and is then many times faster, so rollouts step eagerly until they have cost about what a
+    build costs, or compiled from the start where the libraries are already on disk
+    (`physics.ahead_of_time.on_disk`). Models in maximal coordinates (contacts) stay eager:
+    torch.compile's build of their step took minutes. One tier is shared by every fit of a
+    process.
 
     Attributes:
         build_seconds: the price of a build (s).
@@ -62,6 +64,10 @@ class PhysicsTier:
         B, A) or None, without gradients, steps compiled."""
         import physics.ahead_of_time
 
+        if world.structure.tree is None:
+            # maximal coordinates (contacts): torch.compile's build of the step can take many
+            # minutes and is not known to be on disk: eager unless asked for
+            return False
         action = None if actions is None or len(actions) == 0 else actions[0]
         if physics.ahead_of_time.on_disk(world, state, action, False, rollout=True):
             return True
