@@ -458,15 +458,15 @@ def _pixel_stage(context: _Context, values: dict, textures: dict, settings: Sett
 
 
 def _centre_stage(context: _Context, values: dict, budget: int, observation=None, scene=None,
-                  horizon=None, first_horizon: float = 0.25):  # fmt: skip
+                  horizon=None, first_horizon: float = 0.25, slower: float = 1.0):  # fmt: skip
     """The centre stage (`fit_centres`) from ``values`` (the size factors held): returns the
     values it reached and its `CentreFit`. The other arguments change what it sees (for the
-    systematic checks)."""
+    systematic checks; ``slower``: the video's clock runs this many times too slow)."""
     from ..errors import SceneError
 
     obs = observation or context.obs
     scene = scene or context.scene
-    times = context.times if horizon is None else context.times[:horizon]
+    times = (context.times if horizon is None else context.times[:horizon]) / slower
     mask = obs.mask if horizon is None else obs.mask[:horizon]
     keys = [make_key(n, s, scene.dtype) for n, s in context.fit_keys(values, False).items()]
     # the sizes stay the file's here: a blob's area says nothing the positions do not
@@ -478,6 +478,31 @@ def _centre_stage(context: _Context, values: dict, budget: int, observation=None
     except (SceneError, FitError) as error:
         raise IdentifyError(f"the centre stage could not run: {error}") from None
     return {k.key: k.value().detach().double() for k in keys}, fit
+
+
+def _frame_rate_hint(context: _Context, values: dict) -> str | None:
+    """For a poor fit: whether the blobs move as the scene's physics does if the video's
+    clock is 2, 4 or 8 times too slow (a slow-motion clip stored at a lower rate), from short
+    centre stages over the first second of motion; a sentence naming the rate, or None."""
+    fps = context.obs.fps
+
+    def error(slower: float) -> float:
+        """The centre stage's median distance (px) to the blobs over 1 s of motion."""
+        frames = int((context.times <= float(context.times[0]) + slower).sum())
+        try:
+            fit = _centre_stage(context, values, 12, horizon=max(frames, 8), slower=slower)[1]
+        except IdentifyError:
+            return math.inf
+        return fit.error_px if fit.matched >= 0.5 else math.inf
+
+    as_is = error(1.0)
+    best = min((error(f), f) for f in (2.0, 4.0, 8.0))
+    if best[0] < 0.5 * as_is:
+        return (
+            f"the bodies move as the physics says if the video's clock runs {best[1]:g} times "
+            f"too slow: a slow-motion clip? pass its capture rate, --fps {fps * best[1]:g}"
+        )
+    return None
 
 
 def _spread(count: int, most: int) -> torch.Tensor:
@@ -642,6 +667,10 @@ def identify(
             std[key] = torch.full_like(value, math.inf)
     contacts = _contacts(loaded, keyset, best)
     status, message = _status(best_score, kept, unidentifiable, keyset, notes, obs, centres)
+    if status == "poor" and fps is None:
+        hint = _frame_rate_hint(context, values)
+        if hint is not None:
+            message = f"{message}; {hint}"
     return Identification(
         values=_plain(user), std=_plain(std), statistical=_plain(statistical),
         systematic=_plain(systematic), status=status, explained=best_score.explained,

@@ -111,3 +111,15 @@ def test_block_on_an_incline_friction():
     assert result.status == "good", result.message
     mu = result.contacts["block/incline"]["friction"]
     assert abs(mu / truth["mu"] - 1) < 0.05
+
+
+def test_a_slow_motion_clip_read_at_its_file_rate_is_poor_and_says_so():
+    """The bounce clip without --fps (its file says 30 fps; it was 120): the fit cannot be
+    good, and the message names the rate that makes the motion physical."""
+    result = identify(
+        SCENES / "bounce.toml", DATA / "bounce_realistic.mp4",
+        ["bodies.ball.restitution", "bodies.ball.position[2]", "bodies.ball.velocity[2]"],
+        start=1.9, seconds=2.4, settings=Settings(progress=False, systematic=False, pixels="never"),
+    )  # fmt: skip
+    assert result.status == "poor"
+    assert "--fps 120" in result.message
