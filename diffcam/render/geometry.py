@@ -177,6 +177,21 @@ def ray_hit(code: int, o: Vec, d: Vec, h: Vec):
 _HIT_REACH = 1.0
 
 
+def _near_silhouette(sd):
+    """(the flat indices (m,) of the rays whose silhouette distance ``sd`` (nb, n) exceeds
+    ``-_HIT_REACH``, a function giving those rays' values (m,) of an (nb, n) tensor or an
+    (nb, 1) per-image column)."""
+    sel = (sd > -_HIT_REACH).view(-1).nonzero().squeeze(1)
+    image = sel // sd.shape[-1]
+
+    def take(x):
+        if x.shape[-1] == 1:  # a per-image column
+            return x.reshape(-1).index_select(0, image)
+        return x.reshape(-1).index_select(0, sel)
+
+    return sel, take
+
+
 def _hit_near_silhouette(code: int, o: Vec, d: Vec, h: Vec, sd):
     """`ray_hit` (t, hit) of a box or capsule for the rays whose silhouette distance ``sd``
     (px) exceeds ``-_HIT_REACH``; elsewhere (1, False), as it would give there.
@@ -190,14 +205,7 @@ def _hit_near_silhouette(code: int, o: Vec, d: Vec, h: Vec, sd):
     ``_HIT_REACH`` of the silhouette only: a soft edge's samples mostly lie outside it.
     Shapes: o, h (nb, 1) columns; d and sd (nb, n)."""
     shape = sd.shape
-    sel = (sd > -_HIT_REACH).view(-1).nonzero().squeeze(1)
-    image = sel // shape[-1]
-
-    def take(x):  # the selected rays' values, (m,)
-        if x.shape[-1] == 1:  # a per-image column
-            return x.reshape(-1).index_select(0, image)
-        return x.reshape(-1).index_select(0, sel)
-
+    sel, take = _near_silhouette(sd)
     t, hit = ray_hit(code, *(Vec(*(take(x) for x in v)) for v in (o, d, h)))
     n = sd.numel()
     t_all = sd.new_ones(n).index_put((sel,), t)
@@ -243,14 +251,7 @@ def _box_face_misses(o: Vec, d: Vec, h: Vec, sd, eps: float) -> SoftGeometry:
     on another face or off the box, and sorts an elongated box by its centre.) Rays further
     out keep `_box`'s miss point (antialiased coverage is 0 there). The hits are `_box`'s."""
     shape = sd.shape
-    sel = (sd > -_HIT_REACH).view(-1).nonzero().squeeze(1)
-    image = sel // shape[-1]
-
-    def take(x):  # the selected rays' values, (m,)
-        if x.shape[-1] == 1:  # a per-image column
-            return x.reshape(-1).index_select(0, image)
-        return x.reshape(-1).index_select(0, sel)
-
+    sel, take = _near_silhouette(sd)
     os, ds, hs = (Vec(*(take(x) for x in v)) for v in (o, d, h))
     near, far, axis = _box_slabs(os, ds, hs, with_axis=True)
     hit = (far >= near) & (far > eps)
