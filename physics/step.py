@@ -60,8 +60,6 @@ from .world import World
 
 Tensor = torch.Tensor
 
-_INF = float("inf")
-
 
 def mobility(world: World, rotation: Tensor) -> tuple[Mobility, Tensor]:
     """Inverse masses and world-frame inertia of every body slot (world slot last).
@@ -94,7 +92,8 @@ class BoundedRows:
 
     rows: the r rows; weighted: M^-1 J^T for each; active: (B, r) bool.
     lower, upper: (B, r) fixed impulse bounds (N s), or None for friction rows whose bound is
-        ``friction * normal impulse`` of row ``normal_of`` in the preceding group.
+        ``friction * normal impulse`` of row ``normal_of`` in the preceding group; an upper
+        bound None with a lower one is +inf (one-sided rows: the sweeps skip that clamp).
     target, relax_target: (B, r) row velocity asked for in the solve and in the relax pass.
     """
 
@@ -265,8 +264,8 @@ def _one_sided(world: World, rows, weighted, gap, approach, restitution) -> Boun
     if restitution is not None:
         impact = (approach < -world.restitution_threshold) & (gap + approach * dt < 0)
         relax = torch.where(impact, torch.maximum(relax, -restitution * approach), relax)
-    zero = torch.zeros_like(gap)
-    return BoundedRows(rows, weighted, active, target, relax, lower=zero, upper=zero + _INF)
+    # No upper bound (None: +inf, a clamp the sweeps skip).
+    return BoundedRows(rows, weighted, active, target, relax, lower=torch.zeros_like(gap))
 
 
 def _contact_groups(
@@ -411,32 +410,50 @@ def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool, s
         velocity = equality.project(velocity)
     if system is None:
         system = _sweep_system(groups, equality)
-    rows, weighted, delassus, spans = system.rows, system.weighted, system.delassus, system.spans
-    split = system.split
-    row_vel = row_velocity(rows, velocity)
+    rows, weighted, spans = system.rows, system.weighted, system.spans
+    # Column form (B, r, 1) throughout, so that each row-velocity update is one baddbmm.
+    row_vel = row_velocity(rows, velocity)[..., None]
     start = torch.cat(impulses, 1)
-    impulses = list(impulses)
+    impulses = [impulse[..., None] for impulse in impulses]
     row_vel = _exact_start(groups, system, row_vel, impulses, relax)
+    # What each group's update needs, sliced once for all the sweeps.
+    parts = [
+        (
+            system.split[:, span, None],
+            system.delassus[:, :, span],
+            (group.relax_target if relax else group.target)[..., None],
+            *_bounds(group),
+        )
+        for group, span in zip(groups, spans, strict=True)
+    ]
     for _ in range(iterations):
         normal_impulse = None
         for index, (group, span) in enumerate(zip(groups, spans, strict=True)):
-            target = group.relax_target if relax else group.target
-            delta = split[:, span] * (target - row_vel[:, span])
+            split, columns, target, lower, upper = parts[index]
+            updated = torch.addcmul(impulses[index], split, target - row_vel[:, span])
             if group.friction is not None:
-                bound = group.friction * normal_impulse.index_select(1, group.normal_of)
-                updated = torch.minimum(torch.maximum(impulses[index] + delta, -bound), bound)
+                bound = lower * normal_impulse.index_select(1, group.normal_of)
+                updated = torch.minimum(torch.maximum(updated, -bound), bound)
             else:
-                updated = torch.minimum(
-                    torch.maximum(impulses[index] + delta, group.lower), group.upper
-                )
-            change = updated - impulses[index]
-            row_vel = row_vel + (delassus[:, :, span] @ change[..., None])[..., 0]
+                updated = torch.maximum(updated, lower)
+                if upper is not None:
+                    updated = torch.minimum(updated, upper)
+            row_vel = torch.baddbmm(row_vel, columns, updated - impulses[index])
             impulses[index] = updated
             normal_impulse = updated
+    impulses = [impulse[..., 0] for impulse in impulses]
     velocity = apply_impulse(velocity, rows, weighted, torch.cat(impulses, 1) - start)
     if equality is not None:
         velocity = equality.project(velocity)
     return velocity, impulses, system
+
+
+def _bounds(group: BoundedRows) -> tuple[Tensor, Tensor | None]:
+    """A group's bounds as columns (B, r, 1): (lower, upper), upper None when it is +inf for
+    every row (a one-sided group); a friction group's (coefficient, None)."""
+    if group.friction is not None:
+        return group.friction[..., None], None
+    return group.lower[..., None], None if group.upper is None else group.upper[..., None]
 
 
 def _left_out_diagonal(group: BoundedRows, equality) -> Tensor | None:
@@ -491,13 +508,14 @@ def _exact_start(groups, system: SweepSystem, row_vel, impulses, relax: bool) ->
         if not group.exact_start:
             continue
         masked, inverse = system.exact[index]
-        active = system.usable[:, span].to(masked.dtype)
-        target = group.relax_target if relax else group.target
-        wanted = masked @ (active * (target - row_vel[:, span]))[..., None]
-        delta = (inverse @ wanted)[..., 0]
-        updated = torch.minimum(torch.maximum(impulses[index] + delta, group.lower), group.upper)
-        change = updated - impulses[index]
-        row_vel = row_vel + (system.delassus[:, :, span] @ change[..., None])[..., 0]
+        active = system.usable[:, span, None].to(masked.dtype)
+        target = (group.relax_target if relax else group.target)[..., None]
+        wanted = masked @ (active * (target - row_vel[:, span]))
+        lower, upper = _bounds(group)
+        updated = torch.maximum(impulses[index] + inverse @ wanted, lower)
+        if upper is not None:
+            updated = torch.minimum(updated, upper)
+        row_vel = torch.baddbmm(row_vel, system.delassus[:, :, span], updated - impulses[index])
         impulses[index] = updated
     return row_vel
 
