@@ -138,6 +138,7 @@ def build_world(
         initial_angular_velocity=spin,
         **contacts,
         coordinates=spec.coordinates,
+        broadphase=bool(spec.broadphase),
     )
     if spec.coordinates == "auto":
         world.coordinates = "reduced" if reduced_coordinates_fit(world) else "maximal"

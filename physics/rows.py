@@ -88,6 +88,13 @@ def effective_matrix(rows: Rows, weighted: tuple[Tensor, Tensor]) -> Tensor:
     return coupling_matrix(rows, rows, weighted)
 
 
+def diagonal(rows: Rows, weighted: tuple[Tensor, Tensor]) -> Tensor:
+    """The diagonal (B, r) of `effective_matrix`, one product per row instead of (B, r, r)."""
+    same = (rows.body_a == rows.body_b).to(rows.jac_a.dtype)
+    own = (rows.jac_a * weighted[0]).sum(-1) + (rows.jac_b * weighted[1]).sum(-1)
+    return own + same * ((rows.jac_a * weighted[1]).sum(-1) + (rows.jac_b * weighted[0]).sum(-1))
+
+
 def coupling_matrix(rows: Rows, other: Rows, other_weighted: tuple[Tensor, Tensor]) -> Tensor:
     """J_rows M^-1 J_other^T, (B, r, s): the change of each of the r rows' velocities per unit
     impulse on each of the s ``other`` rows (``other_weighted``: their M^-1 J^T)."""

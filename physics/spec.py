@@ -178,6 +178,10 @@ class WorldSpec:
     exact joints and several times faster: see `physics.articulated`), or "auto": reduced when
     the model is such a tree, else maximal (the built world's ``coordinates`` says which).
     Scene files default to "auto"; a `WorldSpec` to "maximal".
+
+    ``broadphase``: whether the eager step on the CPU leaves out the contact candidates that
+    cannot act in the step (`physics.broadphase`): the same results, to round-off, faster;
+    False keeps every candidate's rows in the solve, as compiled steps always do.
     """
 
     bodies: list[Body]
@@ -186,3 +190,4 @@ class WorldSpec:
     timestep: float = 0.01
     solver_iterations: int = 20
     coordinates: str = "maximal"
+    broadphase: bool = True

@@ -32,10 +32,11 @@ import itertools
 
 import torch
 
+from . import broadphase
 from . import joints as joint_geometry
 from .actuators import checked_action, clipped_motor_forces, servo_speeds
 from .articulated import reduced_step
-from .contacts import find_contacts
+from .contacts import Contacts, find_contacts
 from .inertia import body_moments
 from .math3d import (
     axis_angle_to_matrix,
@@ -49,6 +50,7 @@ from .rows import (
     Rows,
     apply_impulse,
     coupling_matrix,
+    diagonal,
     effective_matrix,
     point_rows,
     row_velocity,
@@ -57,8 +59,6 @@ from .state import State
 from .world import World
 
 Tensor = torch.Tensor
-
-_INF = float("inf")
 
 
 def mobility(world: World, rotation: Tensor) -> tuple[Mobility, Tensor]:
@@ -92,7 +92,8 @@ class BoundedRows:
 
     rows: the r rows; weighted: M^-1 J^T for each; active: (B, r) bool.
     lower, upper: (B, r) fixed impulse bounds (N s), or None for friction rows whose bound is
-        ``friction * normal impulse`` of row ``normal_of`` in the preceding group.
+        ``friction * normal impulse`` of row ``normal_of`` in the preceding group; an upper
+        bound None with a lower one is +inf (one-sided rows: the sweeps skip that clamp).
     target, relax_target: (B, r) row velocity asked for in the solve and in the relax pass.
     """
 
@@ -106,6 +107,9 @@ class BoundedRows:
     friction: Tensor | None = None
     normal_of: Tensor | None = None
     exact_start: bool = False  # start the sweeps with an exact solve of this group alone
+    # Rows of this group that the broadphase left out (never active in the step), with their
+    # M^-1 J^T: they still count in the exact start's regulariser scale.
+    left_out: tuple[Rows, tuple[Tensor, Tensor]] | None = None
 
 
 @dataclasses.dataclass
@@ -222,6 +226,27 @@ def _select_rows(rows: Rows, index: Tensor) -> Rows:
     )
 
 
+def _active(world: World, gap: Tensor, approach: Tensor) -> Tensor:
+    """(B, r) bool: the one-sided rows that may get an impulse in the step: those whose gap the
+    approach can close to within the slop (speculative contacts). The others get none."""
+    return gap + torch.clamp(approach, max=0.0) * world.timestep < world.contact_slop
+
+
+def _select_contacts(contacts: Contacts, index: Tensor) -> Contacts:
+    """The candidates ``index`` (c',) of ``contacts``."""
+    return Contacts(
+        contacts.body_a[index],
+        contacts.body_b[index],
+        *(
+            None if t is None else t.index_select(1, index)
+            for t in (
+                contacts.normal, contacts.point, contacts.distance, contacts.friction,
+                contacts.restitution, contacts.valid,
+            )
+        ),
+    )  # fmt: skip
+
+
 def _one_sided(world: World, rows, weighted, gap, approach, restitution) -> BoundedRows:
     """A non-penetration group: impulse >= 0, speculative for gap > 0.
 
@@ -230,7 +255,7 @@ def _one_sided(world: World, rows, weighted, gap, approach, restitution) -> Boun
         restitution: (B, r) or None.
     """
     dt = world.timestep
-    active = gap + torch.clamp(approach, max=0.0) * dt < world.contact_slop
+    active = _active(world, gap, approach)
     # Solve: close an open gap exactly in this step; push out a fraction of a penetration.
     speculative = -torch.clamp(gap, min=0.0) / dt
     recover = -world.penetration_recovery * torch.clamp(gap, max=0.0) / dt
@@ -239,12 +264,16 @@ def _one_sided(world: World, rows, weighted, gap, approach, restitution) -> Boun
     if restitution is not None:
         impact = (approach < -world.restitution_threshold) & (gap + approach * dt < 0)
         relax = torch.where(impact, torch.maximum(relax, -restitution * approach), relax)
-    zero = torch.zeros_like(gap)
-    return BoundedRows(rows, weighted, active, target, relax, lower=zero, upper=zero + _INF)
+    # No upper bound (None: +inf, a clamp the sweeps skip).
+    return BoundedRows(rows, weighted, active, target, relax, lower=torch.zeros_like(gap))
 
 
-def _contact_groups(world: World, contacts, mob: Mobility, position: Tensor, velocity: Tensor):
-    """Normal and friction groups of the contact candidates."""
+def _contact_groups(
+    world: World, contacts, mob: Mobility, position: Tensor, velocity: Tensor, cut: bool = False
+):
+    """Normal and friction groups of the contact candidates. With ``cut``, only the rows
+    active in some world of the batch (`physics.broadphase`): an inactive row never gets an
+    impulse, so the solve is the same without it ([] when no row is active anywhere)."""
     if contacts.body_a.numel() == 0:
         return []
     positions = torch.cat([position, position.new_zeros(position.shape[0], 1, 3)], 1)
@@ -253,10 +282,32 @@ def _contact_groups(world: World, contacts, mob: Mobility, position: Tensor, vel
     normal_rows = point_rows(contacts.body_a, contacts.body_b, contacts.normal, lever_a, lever_b)
     normal_weighted = mob.weighted(normal_rows)
     approach = row_velocity(normal_rows, velocity)
+    left_out = None
+    if cut:
+        with torch.no_grad():
+            active = _active(world, contacts.distance, approach)
+            if contacts.valid is not None:
+                active = active & contacts.valid
+            rows = broadphase.acting_rows(active)
+        if rows is not None:
+            keep, drop = rows
+            if keep.numel() == 0:
+                return []
+            # The rows left out still count in the exact start's regulariser (its scale).
+            left_out = (
+                _select_rows(normal_rows, drop),
+                tuple(w.index_select(1, drop) for w in normal_weighted),
+            )
+            contacts = _select_contacts(contacts, keep)
+            normal_rows = _select_rows(normal_rows, keep)
+            normal_weighted = tuple(w.index_select(1, keep) for w in normal_weighted)
+            lever_a, lever_b = lever_a.index_select(1, keep), lever_b.index_select(1, keep)
+            approach = approach.index_select(1, keep)
     normal = _one_sided(
         world, normal_rows, normal_weighted, contacts.distance, approach, contacts.restitution
     )
     normal.exact_start = True
+    normal.left_out = left_out
     if contacts.valid is not None:
         normal.active = normal.active & contacts.valid  # padded manifold slots never act
 
@@ -283,30 +334,24 @@ def _contact_groups(world: World, contacts, mob: Mobility, position: Tensor, vel
     return [normal, friction]
 
 
-def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
-    """Projected Jacobi sweeps over the bounded groups, each followed by a joint projection.
+@dataclasses.dataclass
+class SweepSystem:
+    """What the sweeps over a set of bounded groups need besides the velocity: the rows, their
+    joint-projected Delassus matrix D (B, r, r), each group's span of rows, which rows are
+    usable, the Jacobi step sizes, and each exact-start group's masked block and the inverse
+    of its regularised normal matrix (`_exact_start`). It depends on the rows, the masses and
+    the joints only, so a step without joints builds it once for its solve and relax passes."""
 
-    The sweeps run in row space: the velocity of the bounded rows after the joint projection
-    is an affine function of their impulses, v = v0 + D lambda with D = J_b P M^-1 J_b^T (P:
-    the projection onto the joints), so a sweep is one (B, r, r) product instead of a scatter
-    onto the bodies and a projection: the iterates of sweeping body velocities and projecting
-    after each group, for fewer operations.
+    rows: Rows
+    weighted: tuple[Tensor, Tensor]
+    delassus: Tensor
+    spans: list[slice]
+    usable: Tensor
+    split: Tensor
+    exact: dict[int, tuple[Tensor, Tensor]]
 
-    Args:
-        groups: list of `BoundedRows`, swept in order (a friction group after its normals).
-        equality: `EqualitySystem` of the joints or None.
-        velocity: (B, N + 1, 6) before the bounded rows.
-        impulses: list of (B, r_g) accumulated impulses, one per group (the warm start; their
-            effect is already in ``velocity``).
-        iterations: sweeps.
-        relax: sweep towards each group's ``relax_target`` instead of its ``target``.
 
-    Returns:
-        velocity (B, N + 1, 6) after the impulses and the projection, and the new list of
-        accumulated impulses.
-    """
-    if equality is not None:
-        velocity = equality.project(velocity)
+def _sweep_system(groups, equality) -> SweepSystem:
     rows = Rows.cat([g.rows for g in groups])
     weighted = tuple(torch.cat([g.weighted[k] for g in groups], 1) for k in (0, 1))
     delassus = coupling_matrix(rows, rows, weighted)
@@ -328,33 +373,129 @@ def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool):
     usable = active & (delassus.diagonal(dim1=-2, dim2=-1) > 1e-6 * free_diagonal)
     usable = usable & (spread > 1e-12)
     split = torch.where(usable, 1.0 / torch.where(usable, spread, 1.0), 0.0)
-    row_vel = row_velocity(rows, velocity)
+    exact = {
+        index: _exact_start_matrix(
+            delassus[:, span, span], usable[:, span], _left_out_diagonal(group, equality)
+        )
+        for index, (group, span) in enumerate(zip(groups, spans, strict=True))
+        if group.exact_start
+    }
+    return SweepSystem(rows, weighted, delassus, spans, usable, split, exact)
+
+
+def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool, system=None):
+    """Projected Jacobi sweeps over the bounded groups, each followed by a joint projection.
+
+    The sweeps run in row space: the velocity of the bounded rows after the joint projection
+    is an affine function of their impulses, v = v0 + D lambda with D = J_b P M^-1 J_b^T (P:
+    the projection onto the joints), so a sweep is one (B, r, r) product instead of a scatter
+    onto the bodies and a projection: the iterates of sweeping body velocities and projecting
+    after each group, for fewer operations.
+
+    Args:
+        groups: list of `BoundedRows`, swept in order (a friction group after its normals).
+        equality: `EqualitySystem` of the joints or None.
+        velocity: (B, N + 1, 6) before the bounded rows.
+        impulses: list of (B, r_g) accumulated impulses, one per group (the warm start; their
+            effect is already in ``velocity``).
+        iterations: sweeps.
+        relax: sweep towards each group's ``relax_target`` instead of its ``target``.
+        system: the groups' `SweepSystem` with this ``equality``, or None to build it.
+
+    Returns:
+        velocity (B, N + 1, 6) after the impulses and the projection, the new list of
+        accumulated impulses, and the `SweepSystem`.
+    """
+    if equality is not None:
+        velocity = equality.project(velocity)
+    if system is None:
+        system = _sweep_system(groups, equality)
+    rows, weighted, spans = system.rows, system.weighted, system.spans
+    # Column form (B, r, 1) throughout, so that each row-velocity update is one baddbmm.
+    row_vel = row_velocity(rows, velocity)[..., None]
     start = torch.cat(impulses, 1)
-    impulses = list(impulses)
-    row_vel = _exact_start(groups, spans, delassus, usable, row_vel, impulses, relax)
+    impulses = [impulse[..., None] for impulse in impulses]
+    row_vel = _exact_start(groups, system, row_vel, impulses, relax)
+    # What each group's update needs, sliced once for all the sweeps.
+    parts = [
+        (
+            system.split[:, span, None],
+            system.delassus[:, :, span],
+            (group.relax_target if relax else group.target)[..., None],
+            *_bounds(group),
+        )
+        for group, span in zip(groups, spans, strict=True)
+    ]
     for _ in range(iterations):
         normal_impulse = None
         for index, (group, span) in enumerate(zip(groups, spans, strict=True)):
-            target = group.relax_target if relax else group.target
-            delta = split[:, span] * (target - row_vel[:, span])
+            split, columns, target, lower, upper = parts[index]
+            updated = torch.addcmul(impulses[index], split, target - row_vel[:, span])
             if group.friction is not None:
-                bound = group.friction * normal_impulse.index_select(1, group.normal_of)
-                updated = torch.minimum(torch.maximum(impulses[index] + delta, -bound), bound)
+                bound = lower * normal_impulse.index_select(1, group.normal_of)
+                updated = torch.minimum(torch.maximum(updated, -bound), bound)
             else:
-                updated = torch.minimum(
-                    torch.maximum(impulses[index] + delta, group.lower), group.upper
-                )
-            change = updated - impulses[index]
-            row_vel = row_vel + (delassus[:, :, span] @ change[..., None])[..., 0]
+                updated = torch.maximum(updated, lower)
+                if upper is not None:
+                    updated = torch.minimum(updated, upper)
+            row_vel = torch.baddbmm(row_vel, columns, updated - impulses[index])
             impulses[index] = updated
             normal_impulse = updated
+    impulses = [impulse[..., 0] for impulse in impulses]
     velocity = apply_impulse(velocity, rows, weighted, torch.cat(impulses, 1) - start)
     if equality is not None:
         velocity = equality.project(velocity)
-    return velocity, impulses
+    return velocity, impulses, system
 
 
-def _exact_start(groups, spans, delassus, usable, row_vel, impulses, relax: bool) -> Tensor:
+def _bounds(group: BoundedRows) -> tuple[Tensor, Tensor | None]:
+    """A group's bounds as columns (B, r, 1): (lower, upper), upper None when it is +inf for
+    every row (a one-sided group); a friction group's (coefficient, None)."""
+    if group.friction is not None:
+        return group.friction[..., None], None
+    return group.lower[..., None], None if group.upper is None else group.upper[..., None]
+
+
+def _left_out_diagonal(group: BoundedRows, equality) -> Tensor | None:
+    """The diagonal (B, d) of the joint-projected Delassus matrix over the rows of ``group``
+    that the broadphase left out, or None."""
+    if group.left_out is None:
+        return None
+    rows, weighted = group.left_out
+    result = diagonal(rows, weighted)
+    if equality is not None:
+        from_joints = coupling_matrix(rows, equality.rows, equality.weighted)  # (B, d, m)
+        to_joints = coupling_matrix(equality.rows, rows, weighted)  # (B, m, d)
+        result = result - ((from_joints @ equality.inverse) * to_joints.transpose(1, 2)).sum(-1)
+    return result
+
+
+def _exact_start_matrix(
+    block: Tensor, usable: Tensor, left_out: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """A group's Delassus block (B, g, g) masked to its usable rows, and the inverse of the
+    regularised normal matrix of `_exact_start`'s least-squares solve. ``left_out`` (B, d):
+    the diagonal over the group's rows the broadphase left out, which count in the
+    regulariser's scale (the mean diagonal over every candidate row)."""
+    active = usable.to(block.dtype)
+    eye = torch.eye(block.shape[-1], dtype=block.dtype, device=block.device)
+    diagonal = block.diagonal(dim1=-2, dim2=-1).abs()
+    if left_out is None:
+        scale = diagonal.mean(-1).clamp_min(1e-12)
+    else:
+        total = diagonal.sum(-1) + left_out.abs().sum(-1)
+        scale = (total / (block.shape[-1] + left_out.shape[-1])).clamp_min(1e-12)
+    eps = 1e-3 if block.dtype == torch.float32 else 1e-4
+    masked = block * active[:, :, None] * active[:, None, :]
+    # Least squares (D^2 + eps I) x = D b rather than (D + eps I) x = b: targets that no
+    # rigid motion meets (four corners asking for different speeds) have a part in D's
+    # null space, which the latter would amplify by 1/eps into opposing impulses.
+    matrix = masked @ masked + eye * (1 - active)[:, None]
+    matrix = matrix + (eps * scale * scale)[:, None, None] * eye
+    return masked, spd_inverse(matrix)
+
+
+def _exact_start(groups, system: SweepSystem, row_vel, impulses, relax: bool) -> Tensor:
     """Start the contact normals (``exact_start`` groups) from the exact solution of their own
     rows: the impulse change that gives every usable row its target velocity (a Cholesky solve
     of the group's Delassus block over the usable rows, in the least-squares sense for
@@ -363,27 +504,33 @@ def _exact_start(groups, spans, delassus, usable, row_vel, impulses, relax: bool
     every step cannot carry a stack's weight down to the floor: a 5-box stack sank 5 cm at 20
     sweeps. A contact alone is solved as by one sweep. Updates ``impulses`` in place; returns
     the row velocities after the change."""
-    for index, (group, span) in enumerate(zip(groups, spans, strict=True)):
+    for index, (group, span) in enumerate(zip(groups, system.spans, strict=True)):
         if not group.exact_start:
             continue
-        block = delassus[:, span, span]
-        active = usable[:, span].to(block.dtype)
-        eye = torch.eye(block.shape[-1], dtype=block.dtype, device=block.device)
-        scale = block.diagonal(dim1=-2, dim2=-1).abs().mean(-1).clamp_min(1e-12)
-        eps = 1e-3 if block.dtype == torch.float32 else 1e-4
-        masked = block * active[:, :, None] * active[:, None, :]
-        # Least squares (D^2 + eps I) x = D b rather than (D + eps I) x = b: targets that no
-        # rigid motion meets (four corners asking for different speeds) have a part in D's
-        # null space, which the latter would amplify by 1/eps into opposing impulses.
-        matrix = masked @ masked + eye * (1 - active)[:, None]
-        matrix = matrix + (eps * scale * scale)[:, None, None] * eye
-        target = group.relax_target if relax else group.target
-        wanted = masked @ (active * (target - row_vel[:, span]))[..., None]
-        delta = (spd_inverse(matrix) @ wanted)[..., 0]
-        updated = torch.minimum(torch.maximum(impulses[index] + delta, group.lower), group.upper)
-        row_vel = row_vel + (delassus[:, :, span] @ (updated - impulses[index])[..., None])[..., 0]
+        masked, inverse = system.exact[index]
+        active = system.usable[:, span, None].to(masked.dtype)
+        target = (group.relax_target if relax else group.target)[..., None]
+        wanted = masked @ (active * (target - row_vel[:, span]))
+        lower, upper = _bounds(group)
+        updated = torch.maximum(impulses[index] + inverse @ wanted, lower)
+        if upper is not None:
+            updated = torch.minimum(updated, upper)
+        row_vel = torch.baddbmm(row_vel, system.delassus[:, :, span], updated - impulses[index])
         impulses[index] = updated
     return row_vel
+
+
+def _has_contact_candidates(world: World) -> bool:
+    structure = world.structure
+    return any(
+        index.numel()
+        for index in (
+            structure.plane_contact_plane,
+            structure.segment_contact_a,
+            structure.box_contact_a,
+            structure.box_segment_box,
+        )
+    )
 
 
 def _needs_sweep(groups: list[BoundedRows]) -> bool:
@@ -457,8 +604,14 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     if limits is not None:
         rows, weighted, gap = limits
         groups.append(_one_sided(world, rows, weighted, gap, row_velocity(rows, velocity), None))
+    # Groups of bounded rows exist (servos, limits, contact candidates), whether or not the
+    # broadphase leaves any contact row in this step: step 4 depends on it.
+    bounded = bool(groups) or _has_contact_candidates(world)
     contacts = find_contacts(world, state.position, state.rotation)
-    groups += _contact_groups(world, contacts, mob, state.position, velocity)
+    # The broadphase (eager, CPU) leaves out the contact rows that cannot act in this step
+    # before the solver's matrices are built (`physics.broadphase`).
+    cut = broadphase.enabled(world, velocity.device)
+    groups += _contact_groups(world, contacts, mob, state.position, velocity, cut)
     equality = _equality_system(world, frames, mob) if frames is not None else None
 
     # 2. Constraint impulses.
@@ -470,7 +623,7 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     sweep = _needs_sweep(groups)
     if sweep:
         impulses = [torch.zeros_like(g.target) for g in groups]
-        velocity, impulses = _solve(
+        velocity, impulses, system = _solve(
             groups, equality, velocity, impulses, world.solver_iterations, False
         )
     elif equality is not None:
@@ -492,7 +645,7 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     # 4. The stored velocity must be tangent to the joints at the *new* configuration (RATTLE).
     if equality is not None:
         end_frames = joint_geometry.joint_frames(world, position, rotation)
-        if groups:
+        if bounded:
             # The relax pass projects after every sweep: that needs an exact projection.
             end_mobility, _ = mobility(world, rotation)
             equality = _equality_system(world, end_frames, end_mobility)
@@ -506,7 +659,11 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     # penetration bias, with restitution, projecting onto the joints after every sweep.
     velocity = velocity + 0.5 * kick
     if sweep:
-        velocity, _ = _solve(groups, equality, velocity, impulses, world.relax_iterations, True)
+        # Without joints the relax pass sweeps the same system (rows, masses) as the solve.
+        reuse = system if equality is None else None
+        velocity, _, _ = _solve(
+            groups, equality, velocity, impulses, world.relax_iterations, True, reuse
+        )
     elif equality is not None:
         velocity = equality.project(velocity)
 

@@ -144,6 +144,8 @@ class World:
     # Set by `build_world` (`physics.structure.index_structure`) once the fields above are.
     structure: Structure | None = dataclasses.field(default=None, repr=False)
     coordinates: str = "maximal"  # or "reduced" (what "auto" chose): see `WorldSpec`
+    # Whether the eager step may leave out the contacts that cannot act (`physics.broadphase`).
+    broadphase: bool = True
 
     @property
     def n_bodies(self) -> int:
