@@ -7,11 +7,11 @@
                 [--fps F] [--out FILE.mp4] [--json FILE]
 
 SCENE is a scene file or the name of a bundled scene (``pendulum_cart``; see
-`diffcam.scene.bundled_scenes`). ``render`` simulates the scene, renders a frame every 1/fps seconds and writes a video (with a
-progress bar). ``check`` validates a scene and prints a summary. ``fit`` fits keys of a scene
-to a video of it (`diffcam.identify`) and prints one JSON line. A mistake in the scene file or
-the options prints one ``diffcam: error: ...`` line and exits with status 2, without a
-traceback.
+`diffcam.scene.bundled_scenes`). ``render`` simulates the scene, renders a frame every 1/fps
+seconds and writes a video (with a progress bar). ``check`` validates a scene and prints a
+summary. ``fit`` fits keys of a scene to a video of it (`diffcam.identify`) and prints one JSON
+line. A mistake in the scene file or the options prints one ``diffcam: error: ...`` line and
+exits with status 2, without a traceback.
 """
 
 from __future__ import annotations

@@ -45,19 +45,19 @@ def resolve_scene(path: str | Path) -> Path:
             names, with a did-you-mean).
     """
     p = Path(path)
-    if p.exists():
-        if not p.is_file():
-            raise SceneError("not a file", file=str(path))
+    if p.is_file():
         return p
     names = bundled_scenes()
     bare = p.name == str(path) and not p.suffix
-    if bare and p.name in names:
+    if bare and p.name in names:  # (a folder of that name here is not a scene file)
         return SCENES_DIR / f"{p.name}.toml"
+    if p.exists():
+        raise SceneError("not a file", file=str(path))
     if p.stem in names and not bare:
         hint = f"; the bundled scene of that name is loaded by its name, {p.stem!r}"
     else:
-        hint = did_you_mean(p.stem if not bare else p.name, names)
-    what = "no bundled scene of that name" if bare else "no such scene file"
+        hint = did_you_mean(p.stem, names)
+    what = "no such scene file, nor a bundled scene of that name" if bare else "no such scene file"
     raise SceneError(
         f"{what}{hint}",
         file=str(path),
