@@ -63,14 +63,14 @@ def load_scene(
             if isinstance(v, torch.Tensor):
                 device = v.device
                 break
-    resolved = resolve_scene(path)
-    if resolved != Path(path):  # a bundled scene's name: messages name its file
-        path = resolved
     if Path(path).suffix.lower() == ".xml":  # an MJCF (MuJoCo) model: see diffcam.mjcf
         from ..mjcf import read_mjcf
 
         data = read_mjcf(path)
     else:
+        resolved = resolve_scene(path)
+        if resolved != Path(path):  # a bundled scene's name: messages name its file
+            path = resolved
         data = read_scene_file(path)
     config = validate_scene(
         data,
