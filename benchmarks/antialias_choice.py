@@ -32,8 +32,9 @@ sys.path.insert(0, str(ROOT))
 
 import diffcam  # noqa: E402
 import physics  # noqa: E402
+from diffcam.scene import SCENES_DIR  # noqa: E402
 
-SCENE = ROOT / "scenes" / "pendulum_cart.toml"
+SCENE = SCENES_DIR / "pendulum_cart.toml"
 TRUE = (0.2, 0.05)  # pole mass (kg), hinge damping (N m s / rad): the target frames
 START = (0.35, 0.1)  # where the fit starts (x1.75, x2)
 STEPS, EVERY = 60, 4

@@ -16,7 +16,7 @@ has been stepped enough (``compile=None``; the warm-up run crosses that threshol
 reduced world, the step built ahead of time (`physics.ahead_of_time`; the first compiled run
 builds its libraries, or loads them from ``DIFFCAM_CACHE_DIR``), the whole rollout one
 autograd node (`physics.ahead_of_time.aot_reduced_rollout`). The pendulum-cart scene
-(`scenes/pendulum_cart.toml`, which also carries 9 static bodies) is timed the same way for
+(the bundled `pendulum_cart.toml`, which also carries 9 static bodies) is timed the same way for
 reference.
 
 Peers, each in the same run: Newton's Featherstone solver and a hand-written Warp kernel as
@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 import diffcam  # noqa: E402
 import physics  # noqa: E402
+from diffcam.scene import SCENES_DIR  # noqa: E402
 
 DT, TILT = 0.01, 0.5
 
@@ -268,7 +269,7 @@ def main() -> None:
             rounds = interleaved(run_fb64, 64 * steps, repeats, args.rounds, args.peers_python,
                                  warp_script, ["--batch", "64", "--steps", str(steps)])  # fmt: skip
         if not args.no_pendulum_cart:
-            path = ROOT / "scenes" / "pendulum_cart.toml"
+            path = SCENES_DIR / "pendulum_cart.toml"
             ours(path, "pendulum_cart", 64, steps, True, repeats)
     mj = {t: mujoco_rollout(4096, steps, t, max(3, repeats // 2)) for t in (1, 2)}
     newton = warp = None

@@ -1,5 +1,5 @@
 """Cart-pole speed and memory: state-steps per second, forward and forward+backward; box-stack
-contact detection and steps (`scenes/box_stack.toml`: box-box and box-plane contacts).
+contact detection and steps (the bundled `box_stack.toml`: box-box and box-plane contacts).
 
 Prints one JSON line per measurement. Not part of the test suite.
 
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import physics  # noqa: E402
 from tests.physics.models import cart_pole  # noqa: E402
 
-BOX_STACK = Path(__file__).resolve().parents[1] / "scenes" / "box_stack.toml"
+BOX_STACK = "box_stack"  # the bundled scene, loaded by its name
 
 
 def measure(

@@ -4,7 +4,7 @@ Prints one JSON line per (edge softness, batch) case:
     {"bench": "randomize", "B", "H", "W", "edge_softness", "plain_ms", "batched_ms",
      "per_episode_ms", "per_episode_over_batched", "batched_over_plain", "threads", "repeats"}
 
-Each case renders a frame of ``scenes/pendulum_cart.toml`` (288 x 96, cached static layer)
+Each case renders a frame of the bundled ``pendulum_cart.toml`` (288 x 96, cached static layer)
 for B episodes, forward and backward (a fixed random image gradient to the poses), three ways
 in turn within each repeat:
   plain        ``Scene.render``, no randomisation;
@@ -36,9 +36,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import diffcam  # noqa: E402
 from diffcam.randomize import Randomization, randomize  # noqa: E402
 
-SCENE = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "scenes", "pendulum_cart.toml"
-)
+SCENE = diffcam.scene.SCENES_DIR / "pendulum_cart.toml"
 
 
 def _state(scene, generator):

@@ -14,7 +14,7 @@ Cases (gradients to textures and poses in every fwd_bwd):
   plain_rect5             benchmarks/plain_reference_render.py on the diffcam_rect5 scene
                           (also reports how far its image is from diffcam's)
   pendulum_cart_b{B}_{cached|uncached}
-                          ``Scene.render`` of scenes/pendulum_cart.toml (7 bodies: 5 static,
+                          ``Scene.render`` of the bundled pendulum_cart.toml (7 bodies: 5 static,
                           cart and pole moving; 288 x 96, lit) at B = 1, 16 and 201 (201 = a
                           2-s video at 100 Hz batched over time: the frames of a rollout), with
                           the Scene's cached static layer or without it (``static_cache=False``);

@@ -9,7 +9,7 @@ Prints one JSON line per case:
 Cases, each beside the same render with hard edges (``hard_*``, and the ratio of the
 forward+backward medians), both on the default path (eager; ``Scene.render`` for the scene):
   soft_pendulum_cart_b{1,16,64}_cached
-      ``Scene.render`` of scenes/pendulum_cart.toml with the Scene's cached static layer (only
+      ``Scene.render`` of the bundled pendulum_cart.toml with the Scene's cached static layer (only
       the cart and the pole are rendered per frame), B frames of a 2-s rollout; the backward
       pass back-propagates a fixed random image gradient to the poses (the scene, frames and
       gradient of bench_render.py's pendulum_cart cases).

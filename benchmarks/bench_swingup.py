@@ -30,7 +30,7 @@ from diffcam.tasks import swingup  # noqa: E402
 
 
 def measure(observation: str, args) -> dict:
-    scene = diffcam.load_scene(ROOT / "scenes" / "pendulum_cart.toml", batch_size=args.batch)
+    scene = diffcam.load_scene("pendulum_cart", batch_size=args.batch)
     config = swingup.SwingUpConfig(
         observation=observation,
         seconds=args.seconds,

@@ -6,11 +6,12 @@
     diffcam fit SCENE VIDEO --keys KEY [KEY ...] [--start S] [--seconds D] [--width W]
                 [--fps F] [--out FILE.mp4] [--json FILE]
 
-``render`` simulates the scene, renders a frame every 1/fps seconds and writes a video (with a
-progress bar). ``check`` validates a scene and prints a summary. ``fit`` fits keys of a scene
-to a video of it (`diffcam.identify`) and prints one JSON line. A mistake in the scene file or
-the options prints one ``diffcam: error: ...`` line and exits with status 2, without a
-traceback.
+SCENE is a scene file or the name of a bundled scene (``pendulum_cart``; see
+`diffcam.scene.bundled_scenes`). ``render`` simulates the scene, renders a frame every 1/fps
+seconds and writes a video (with a progress bar). ``check`` validates a scene and prints a
+summary. ``fit`` fits keys of a scene to a video of it (`diffcam.identify`) and prints one JSON
+line. A mistake in the scene file or the options prints one ``diffcam: error: ...`` line and
+exits with status 2, without a traceback.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import torch
 from .errors import SceneError
 from .fit import FitError
 from .identify import IdentifyError
+from .scene.paths import bundled_scenes
 from .video import VideoError
 
 __all__ = ["main", "make_policy", "render_frames"]
@@ -306,11 +308,12 @@ def _cmd_fit(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="diffcam",
-        description="Simulate and render diffcam scenes (TOML files, see scenes/).",
+        description="Simulate and render diffcam scenes: TOML files, or a bundled scene by "
+        "its name (" + ", ".join(bundled_scenes()) + ").",
     )
     sub = p.add_subparsers(dest="command", metavar="{render,check,fit,import-mjcf}")
     r = sub.add_parser("render", help="simulate a scene and write a video")
-    r.add_argument("scene", help="a scene file, e.g. scenes/pendulum_cart.toml")
+    r.add_argument("scene", help="a scene file, or a bundled scene's name, e.g. pendulum_cart")
     r.add_argument("--seconds", type=float, default=3.0, help="simulated time (default 3)")
     r.add_argument("--fps", type=float, default=30.0, help="video frame rate (default 30)")
     r.add_argument("--out", help="output .mp4 or .gif (default: <scene name>.mp4 here)")
@@ -335,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=_cmd_render)
     c = sub.add_parser("check", help="validate a scene and print a summary")
-    c.add_argument("scene")
+    c.add_argument("scene", help="a scene file, or a bundled scene's name")
     c.set_defaults(func=_cmd_check)
     f = sub.add_parser(
         "fit",
@@ -345,7 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
         "shows it, from the scene file's rough values. The last line printed is one JSON "
         "object: values, std, status, explained, seconds.",
     )
-    f.add_argument("scene", help="a scene file describing what the video shows, roughly")
+    f.add_argument(
+        "scene", help="a scene file (or a bundled scene's name) describing what the video shows"
+    )
     f.add_argument("video", help="the video file (MP4, MOV, AVI, MKV, ...)")
     f.add_argument("--keys", nargs="+", required=True, metavar="KEY", help="keys to fit")
     f.add_argument("--start", type=float, default=0.0,

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 import diffcam  # noqa: E402
 import physics  # noqa: E402
+from diffcam.scene import SCENES_DIR  # noqa: E402
 
 FREE = torch.tensor([1, 1, 0, 1, 1, 1])  # v_x, v_y, (not v_z), w_x, w_y, w_z
 
@@ -50,7 +51,7 @@ COMPILE = True
 def load(batch_size: int = 1, dtype: torch.dtype = torch.float64) -> diffcam.Scene:
     """The bundled scene with the ball on the ground at the origin."""
     return diffcam.load_scene(
-        ROOT / "scenes" / "ball_throw.toml",
+        SCENES_DIR / "ball_throw.toml",
         batch_size=batch_size,
         dtype=dtype,
         overrides={"bodies.ball.position": torch.tensor([0.0, 0.0, 0.5], dtype=dtype)},

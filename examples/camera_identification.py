@@ -48,8 +48,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import diffcam  # noqa: E402
+from diffcam.scene import SCENES_DIR  # noqa: E402
 
-SCENE = ROOT / "scenes" / "pendulum_cart.toml"
+SCENE = SCENES_DIR / "pendulum_cart.toml"
 AIM_PLANE_Y = 0.0  # m: the look-at point is kept on this plane (the rail's)
 DTYPE = torch.float64
 # 2 x 2 samples per pixel, box-filtered, for the observed and the fitted frames alike (as a

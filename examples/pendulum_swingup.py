@@ -20,7 +20,7 @@ and 5 s on one core; neither trains nor judges a controller.
 
 Training resumes from ``--out``/checkpoint.pt when there is one (``--no-resume`` refuses to
 touch an existing run) and ends by writing policy.pt, learning_curve.png and swingup.mp4 there,
-then prints one JSON line. Copy policy.pt to examples/weights/pendulum_swingup_pixels.pt (or
+then prints one JSON line. Copy policy.pt to diffcam/data/weights/pendulum_swingup_pixels.pt (or
 ..._state.pt) to ship it. ``--evaluate`` prints a JSON line with success_rate, starts,
 upright_seconds_min and training_episodes (see diffcam.tasks.swingup.evaluate for the definitions).
 
@@ -50,7 +50,7 @@ The best domain-randomised fine-tune of the shipped pixel controller so far (REA
 domain randomisation"; 21 / 21 on the plain scene, not yet on every randomised one):
 
     python examples/pendulum_swingup.py --randomize --out out/rz_a \
-        --init examples/weights/pendulum_swingup_pixels.pt \
+        --init diffcam/data/weights/pendulum_swingup_pixels.pt \
         --iterations 150 --lr 1e-3 --lr-final 3e-4 --gradient-decay 0.93
     python examples/pendulum_swingup.py --randomize --init out/rz_a/policy.pt --out out/rz_b \
         --iterations 60 --lr 3e-4 --lr-final 3e-4 --gradient-decay 0.98 --edge-softness 1
@@ -74,9 +74,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import diffcam  # noqa: E402
+from diffcam.scene import SCENES_DIR, WEIGHTS_DIR  # noqa: E402
 from diffcam.tasks import swingup, training  # noqa: E402
 
-SCENE = ROOT / "scenes" / "pendulum_cart.toml"
+SCENE = SCENES_DIR / "pendulum_cart.toml"
 # the defaults of the options that --quick changes (when they are not given): full, quick
 QUICK = {
     "iterations": (200, 2),
@@ -224,7 +225,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--evaluate", action="store_true", help="evaluate --weights instead of training"
     )
     parser.add_argument(
-        "--weights", type=Path, help="default examples/weights/pendulum_swingup_KIND.pt"
+        "--weights", type=Path, help="default diffcam/data/weights/pendulum_swingup_KIND.pt"
     )
     parser.add_argument(
         "--starts", type=int, help="random starts (evaluation; default 20, quick 2)"
@@ -262,7 +263,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.out = Path(tempfile.mkdtemp(prefix=f"pendulum_swingup_quick_{args.observation}_"))
     args.out = args.out or ROOT / "out" / f"swingup_{args.observation}"
     name = f"pendulum_swingup_{args.observation}.pt"
-    args.weights = args.weights or ROOT / "examples" / "weights" / name
+    args.weights = args.weights or WEIGHTS_DIR / name
     return args
 
 

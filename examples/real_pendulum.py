@@ -5,7 +5,7 @@
         --truth tests/data/pendulum_realistic.json
 
 What a user knows before a fit goes into a scene file: the bob on a string hanging from a
-hook (`scenes/bob_pendulum.toml`), its length measured roughly (``--length``), the phone
+hook (the bundled `bob_pendulum` scene), its length measured roughly (``--length``), the phone
 about ``--distance`` metres away at the bob's height, its field of view (``--fov-deg``). The
 fit (`diffcam.identify`, the engine of ``diffcam fit``) then finds where the bob is in every
 frame, fits the pendulum and the camera to those positions through the physics, learns the
@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 import diffcam  # noqa: E402
 from diffcam.identify import Settings, identify  # noqa: E402
+from diffcam.scene import SCENES_DIR  # noqa: E402
 
 G = 9.81
 KEYS = ["joints.pivot.position", "joints.pivot.velocity", "joints.pivot.damping",
@@ -37,7 +38,7 @@ KEYS = ["joints.pivot.position", "joints.pivot.velocity", "joints.pivot.damping"
 def rough_scene(length: float, distance: float, fov_deg: float, size, folder: Path) -> Path:
     """The bundled pendulum scene with the user's rough length, camera distance and field of
     view, at the video's aspect ratio."""
-    text = (ROOT / "scenes" / "bob_pendulum.toml").read_text()
+    text = (SCENES_DIR / "bob_pendulum.toml").read_text()
     lines = []
     for line in text.splitlines():
         key = line.split("=")[0].strip()

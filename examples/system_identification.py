@@ -1,6 +1,6 @@
 """Recover the pendulum-cart's physics from 2 s of 288 x 96 video, by gradient descent on pixels.
 
-The cart of ``scenes/pendulum_cart.toml`` is pushed by a known force (a sum of two sines). We
+The cart of the bundled ``pendulum_cart`` scene is pushed by a known force (a sum of two sines). We
 record what the camera sees with the scene's true values (50 frames per second, soft edges of
 1 px), then start from values off by 50 % and fit through the renderer and the physics
 (`diffcam.fit_scene`):
@@ -66,8 +66,9 @@ sys.path.insert(0, str(ROOT))  # this checkout's diffcam, not another installed 
 
 import diffcam  # noqa: E402
 from diffcam.plot import save_line_plot  # noqa: E402
+from diffcam.scene import SCENES_DIR  # noqa: E402
 
-SCENE = ROOT / "scenes" / "pendulum_cart.toml"
+SCENE = SCENES_DIR / "pendulum_cart.toml"
 POLE_RADIUS = 0.035  # m, the capsule's radius (known)
 HINGE = (0.0, -0.13, 1.2)  # m, the hinge anchor in the world when the cart is at x = 0
 TRUTH = {"pole_mass": 0.2, "pole_length": 1.0, "hinge_damping": 0.005, "rail_damping": 0.5}

@@ -46,8 +46,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import diffcam  # noqa: E402
+from diffcam.scene import SCENES_DIR  # noqa: E402
 
-SCENE = ROOT / "scenes" / "pendulum_cart.toml"
+SCENE = SCENES_DIR / "pendulum_cart.toml"
 TEXTURE = "stripes"
 GREY = 0.5
 

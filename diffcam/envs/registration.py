@@ -5,7 +5,7 @@
 
     env = gym.make("diffcam/PendulumCartSwingUp-v0", obs="state")
     envs = gym.make_vec("diffcam/PendulumCartSwingUp-v0", num_envs=8, obs="pixels")
-    env = gym.make("diffcam/Scene-v0", scene="scenes/pendulum.toml", obs="both")
+    env = gym.make("diffcam/Scene-v0", scene="pendulum", obs="both")  # or a file's path
 
 ``gym.make("diffcam.envs:diffcam/PendulumCartSwingUp-v0")`` imports this package itself.
 ``make_vec`` builds one batched `SceneVectorEnv` (the ids' ``vector_entry_point``).
@@ -50,7 +50,7 @@ def make_swingup_env(
 ) -> SceneEnv:
     """The pendulum-cart swing-up (`SwingUpTask`) as one `SceneEnv`.
 
-    ``scene``: default ``scenes/pendulum_cart.toml`` (or a path / Scene with the same layout);
+    ``scene``: default the bundled ``pendulum_cart`` (or a path / Scene with the same layout);
     ``config`` (`swingup.SwingUpConfig`), ``ranges`` (`swingup.StartRanges`), ``seconds``: as
     in `SwingUpTask`; other keyword arguments go to `SceneEnv`."""
     task = _swingup_task(config, ranges, seconds)

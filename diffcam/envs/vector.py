@@ -58,8 +58,8 @@ def _load(scene, num_envs, overrides, dtype, device):
             return scene.with_overrides(overrides or {}, batch_size=num_envs)
         return scene
     raise TypeError(
-        f"scene is a {type(scene).__name__}; pass a scene file path (e.g. "
-        "'scenes/pendulum_cart.toml') or a diffcam.Scene"
+        f"scene is a {type(scene).__name__}; pass a scene file path, a "
+        "bundled scene's name (e.g. 'pendulum_cart') or a diffcam.Scene"
     )
 
 

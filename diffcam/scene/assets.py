@@ -1,8 +1,8 @@
 """Textures: reading image files, and finding a scene's texture files.
 
 Textures named in ``[textures]`` are looked up relative to the scene file, then in
-``$DIFFCAM_ASSETS``, then in ``<scene folder>/../assets/textures`` and the bundled
-``assets/textures``.
+``$DIFFCAM_ASSETS``, then among the bundled textures (``diffcam/data/textures``, the package's
+`TEXTURES_DIR`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..errors import SceneError, did_you_mean
-from .paths import ASSETS_DIR
+from .paths import TEXTURES_DIR
 
 if TYPE_CHECKING:
     from .validate import SceneConfig
@@ -42,12 +42,11 @@ def _resolve_texture(name: str, rel: str, cfg: SceneConfig) -> Path:
     candidates = [cfg.base_dir / rel]
     if os.environ.get("DIFFCAM_ASSETS"):
         candidates.append(Path(os.environ["DIFFCAM_ASSETS"]) / rel)
-    # a checkout's layout (scenes/ next to assets/textures/), then the package's own checkout
-    candidates += [cfg.base_dir.parent / "assets" / "textures" / rel, ASSETS_DIR / rel]
+    candidates.append(TEXTURES_DIR / rel)  # the bundled textures (package data)
     for c in candidates:
         if c.is_file():
             return c
-    bundled = sorted(p.name for p in ASSETS_DIR.glob("*.png")) if ASSETS_DIR.is_dir() else []
+    bundled = sorted(p.name for p in TEXTURES_DIR.glob("*.png"))
     raise SceneError(
         f"texture file {rel!r} not found (looked in "
         + ", ".join(str(c.parent) for c in candidates)

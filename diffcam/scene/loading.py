@@ -11,21 +11,17 @@ from typing import Any
 import torch
 
 from ..errors import SceneError
-from .paths import SCENES_DIR
+from .paths import resolve_scene
 from .scene import Scene
 from .validate import validate_scene
 
 
 def read_scene_file(path: str | Path) -> dict:
-    """Parse a TOML scene file into a dict (raises `SceneError` for a missing/bad file)."""
-    p = Path(path)
-    if not p.exists():
-        hint = ""
-        if not p.is_absolute() and (SCENES_DIR / p.name).is_file():
-            hint = f" (a bundled scene of that name is {SCENES_DIR / p.name})"
-        raise SceneError(f"no such scene file{hint}", file=str(path))
-    if not p.is_file():
-        raise SceneError("not a file", file=str(path))
+    """Parse a TOML scene file, or a bundled scene by name (``"pendulum_cart"``), into a dict
+    (raises `SceneError` for a missing/bad file or an unknown name)."""
+    p = resolve_scene(path)
+    if p != Path(path):
+        path = p
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -44,10 +40,11 @@ def load_scene(
     overrides: Mapping[str, Any] | None = None,
 ) -> Scene:
     """Load a TOML scene file (DESIGN.md section 6), or an MJCF model (``.xml``, converted by
-    `diffcam.mjcf`), into a `Scene`.
+    `diffcam.mjcf`), or a bundled scene by name (``"pendulum_cart"``, see
+    `diffcam.scene.bundled_scenes`), into a `Scene`.
 
     Args:
-        path: the scene file.
+        path: the scene file, or a bundled scene's name (an existing file of that name wins).
         batch_size: B, the number of worlds simulated and rendered together.
         device: where tensors live (default: CPU, or the device of tensor overrides).
         dtype: float32 (default) or float64.
@@ -71,6 +68,9 @@ def load_scene(
 
         data = read_mjcf(path)
     else:
+        resolved = resolve_scene(path)
+        if resolved != Path(path):  # a bundled scene's name: messages name its file
+            path = resolved
         data = read_scene_file(path)
     config = validate_scene(
         data,

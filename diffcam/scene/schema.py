@@ -250,7 +250,7 @@ class _TexturePath(_Field):
     """``[textures]`` entries: a PNG path (or a (3, Ht, Wt) tensor as an override)."""
 
     numeric = True
-    accepted = "a path to a PNG (relative to the scene file or assets/textures/)"
+    accepted = "a path to a PNG (relative to the scene file) or a bundled texture's file name"
 
     def parse(self, value, key, ctx):
         if isinstance(value, torch.Tensor):

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from diffcam.scene import SCENES_DIR
+
 TINY_SCENE = {
     "world": {"gravity": [0.0, 0.0, -9.81], "timestep": 0.01, "solver_iterations": 4},
     "camera": {
@@ -150,7 +152,7 @@ def scene_tools():
     )
 
 
-PENDULUM_CART = Path(__file__).resolve().parents[2] / "scenes" / "pendulum_cart.toml"
+PENDULUM_CART = SCENES_DIR / "pendulum_cart.toml"
 
 
 @pytest.fixture
@@ -165,8 +167,8 @@ def single_thread():
 
 @pytest.fixture
 def tiny_pendulum_cart(tmp_path):
-    """``make(width, height) -> path``: scenes/pendulum_cart.toml at a tiny resolution (its
-    textures still resolve, from assets/textures)."""
+    """``make(width, height) -> path``: the bundled pendulum_cart.toml at a tiny resolution (its
+    textures still resolve, from the bundled textures)."""
 
     def make(width: int = 36, height: int = 12) -> Path:
         text = PENDULUM_CART.read_text(encoding="utf-8")

@@ -204,9 +204,8 @@ def test_scene_draws_per_image_values_over_its_static_layer_and_in_stacks():
     """``Scene.render`` splits a colour map between the static layer and the moving bodies,
     and ``Scene.render_states`` repeats per-image values for every frame of a stack: both
     equal the full render of each frame with the same values."""
-    root = __import__("pathlib").Path(__file__).resolve().parents[2]
     scene = diffcam.load_scene(
-        root / "scenes" / "pendulum_cart.toml",
+        "pendulum_cart",
         batch_size=B,
         overrides={"camera.resolution": [72, 24]},
         dtype=F64,

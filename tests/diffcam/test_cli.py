@@ -66,6 +66,22 @@ def test_bad_scene_exit_code_and_message(tmp_path, capsys):
     assert main(["render", str(SCENES_DIR / "pendulum.toml"), "--seconds", "-1"]) == 2
 
 
+def test_bundled_scene_names_from_any_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the README's main job names the scene, from anywhere
+    assert main(["check", "pendulum_cart"]) == 0
+    assert "288x96" in capsys.readouterr().out
+    args = ["render", "pendulum", "--seconds", "0.2", "--fps", "10", "--quiet"]
+    assert main(args + ["--supersample", "1"]) == 0
+    assert "wrote pendulum.mp4 (2 frames" in capsys.readouterr().out
+    assert [p.name for p in tmp_path.iterdir()] == ["pendulum.mp4"]
+    assert main(["render", "pendulm", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("diffcam: error: pendulm: no such scene file, nor a bundled scene")
+    assert "did you mean 'pendulum'?" in err and "pendulum_cart, tumble" in err
+    assert main(["check", "scenes/pendulum_cart.toml"]) == 2
+    assert "loaded by its name, 'pendulum_cart'" in capsys.readouterr().err
+
+
 def test_console_script_no_traceback(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[world]\ngravity = 3\n")

@@ -14,9 +14,10 @@ import torch
 
 import diffcam
 from diffcam import FitError, fit_scene
+from diffcam.scene import SCENES_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENE = ROOT / "scenes" / "bob_pendulum.toml"
+SCENE = SCENES_DIR / "bob_pendulum.toml"
 CLIP = ROOT / "tests" / "data" / "pendulum_realistic.mp4"
 TRUTH = ROOT / "tests" / "data" / "pendulum_realistic.json"
 
@@ -151,7 +152,7 @@ def test_actions_and_video_lengths(tmp_path):
     that says how to fix it."""
     frames, times = _observed()
     scene = diffcam.load_scene(
-        ROOT / "scenes" / "pendulum.toml", overrides={"camera.resolution": (48, 32)}
+        SCENES_DIR / "pendulum.toml", overrides={"camera.resolution": (48, 32)}
     )
     with torch.no_grad():
         frames = scene.render_states(scene.rollout(STEPS)[::2]).image[:, 0]
@@ -199,7 +200,7 @@ def test_actions_that_exactly_cover_the_video_are_enough(dtype):
     from diffcam.fit.model import VideoModel
 
     small = {"camera.resolution": (48, 32)}
-    scene = diffcam.load_scene(ROOT / "scenes" / "pendulum.toml", dtype=dtype, overrides=small)
+    scene = diffcam.load_scene(SCENES_DIR / "pendulum.toml", dtype=dtype, overrides=small)
     for every in (1, 2, 3):
         for count in range(2, 62):
             steps = (count - 1) * every

@@ -17,10 +17,11 @@ import torch
 import diffcam
 import physics
 from diffcam.fit import evaluate, keys, model, objective
+from diffcam.scene import SCENES_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIP = ROOT / "tests" / "data" / "pendulum_realistic.mp4"
-SCENE = ROOT / "scenes" / "bob_pendulum.toml"
+SCENE = SCENES_DIR / "bob_pendulum.toml"
 F64 = torch.float64
 
 # the bundled clip's pendulum and camera, close to the truth (tests/data/pendulum_realistic.json)

@@ -96,7 +96,7 @@ def test_moving_mask_drops_shadow_regions_and_keeps_a_grey_body_with_marks():
 
 # ----------------------------------------------------------------------------- keys
 def test_keys_parameters_and_their_overrides():
-    scene = diffcam.load_scene("scenes/bob_pendulum.toml")
+    scene = diffcam.load_scene("bob_pendulum")
     names = ["joints.pivot.damping", "bodies.bob.position[2]", "camera.position",
              "camera.look_at", "camera.up", "bodies.bob.restitution"]  # fmt: skip
     keys = make_keyset(scene, names)
@@ -126,7 +126,7 @@ def test_keys_parameters_and_their_overrides():
 
 
 def test_key_std_propagates_a_covariance_linearly():
-    scene = diffcam.load_scene("scenes/bob_pendulum.toml")
+    scene = diffcam.load_scene("bob_pendulum")
     keys = make_keyset(scene, ["camera.look_at", "joints.pivot.damping"], fit_sizes=False)
     values = keys.initial()
     scalars = [("camera.look_at:pan", 0), ("camera.look_at:tilt", 0), ("joints.pivot.damping", 0)]
@@ -150,7 +150,7 @@ def test_key_std_propagates_a_covariance_linearly():
     ],
 )
 def test_bad_keys_are_clear_errors(name, message):
-    scene = diffcam.load_scene("scenes/bob_pendulum.toml")
+    scene = diffcam.load_scene("bob_pendulum")
     with pytest.raises(IdentifyError, match=message):
         make_keyset(scene, [name])
     with pytest.raises(IdentifyError, match="twice"):

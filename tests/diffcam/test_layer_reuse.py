@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
 import diffcam
+from diffcam.scene import SCENES_DIR
 
-SCENE = Path(__file__).resolve().parents[2] / "scenes" / "pendulum_cart.toml"
+SCENE = SCENES_DIR / "pendulum_cart.toml"
 
 
 @pytest.mark.parametrize("batch", [1, 3])

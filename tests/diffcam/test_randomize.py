@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,9 +18,9 @@ from diffcam.randomize import (
     randomize,
     sensor_noise,
 )
+from diffcam.scene import SCENES_DIR
 
-ROOT = Path(__file__).resolve().parents[2]
-SCENE = ROOT / "scenes" / "pendulum_cart.toml"
+SCENE = SCENES_DIR / "pendulum_cart.toml"
 SMALL = {"camera.resolution": [72, 24]}  # the pendulum-cart camera at a quarter size
 
 EVERYTHING = Randomization.moderate(procedural_textures=0.3, procedural_background=0.5)

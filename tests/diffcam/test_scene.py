@@ -9,7 +9,15 @@ import pytest
 import torch
 
 import diffcam
-from diffcam.scene import SCENES_DIR, override_paths, read_scene_file
+from diffcam.errors import SceneError
+from diffcam.scene import (
+    SCENES_DIR,
+    TEXTURES_DIR,
+    WEIGHTS_DIR,
+    bundled_scenes,
+    override_paths,
+    read_scene_file,
+)
 
 BUNDLED = sorted(p.name for p in SCENES_DIR.glob("*.toml"))
 
@@ -217,6 +225,64 @@ def test_scene_paths_relative_to_cwd_and_absolute(monkeypatch):
     monkeypatch.chdir(Path(SCENES_DIR).parent)
     scene = diffcam.load_scene("scenes/pendulum.toml")
     assert scene.path == "scenes/pendulum.toml"
+
+
+@pytest.mark.parametrize("name", bundled_scenes())
+def test_every_bundled_scene_loads_by_name_from_any_folder(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no scene files here: the name is the package's scene
+    scene = diffcam.load_scene(name)
+    assert scene.path == str(SCENES_DIR / f"{name}.toml")
+    assert read_scene_file(name) == read_scene_file(SCENES_DIR / f"{name}.toml")
+    # its textures are the bundled ones
+    textures = read_scene_file(name).get("textures", {})
+    for key, file in textures.items():
+        bundled = diffcam.scene.load_texture(TEXTURES_DIR / file)
+        assert torch.equal(scene.textures[key], bundled)
+
+
+def test_bundled_scenes_are_the_package_data():
+    assert bundled_scenes() == [Path(n).stem for n in BUNDLED]
+    assert "pendulum_cart" in bundled_scenes()
+    assert SCENES_DIR.parent == TEXTURES_DIR.parent == WEIGHTS_DIR.parent
+    assert SCENES_DIR.parent == Path(diffcam.__file__).parent / "data"
+
+
+def test_an_unknown_scene_name_lists_the_bundled_ones(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SceneError) as info:
+        diffcam.load_scene("pendulum_crat")
+    message = str(info.value)
+    assert message.startswith("pendulum_crat: no such scene file, nor a bundled scene")
+    assert "did you mean 'pendulum_cart'?" in message
+    assert "a bundled scene: " + ", ".join(bundled_scenes()) in message
+    # a path to a missing file with a bundled scene's stem (the old scenes/... commands)
+    with pytest.raises(SceneError, match="loaded by its name, 'pendulum_cart'"):
+        diffcam.load_scene("scenes/pendulum_cart.toml")
+    with pytest.raises(SceneError, match=r"no such scene file \(accepted: a scene file"):
+        diffcam.load_scene(tmp_path / "elsewhere" / "mine.toml")
+
+
+def test_a_file_of_the_name_wins_over_the_bundled_scene(scene_tools, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    scene_tools.write_scene(scene_tools.tiny(), tmp_path, name="pendulum")  # no suffix
+    scene = diffcam.load_scene("pendulum")
+    assert scene.path == "pendulum" and (scene.camera.width, scene.camera.height) == (24, 12)
+    # a folder of a bundled scene's name is not a scene file: the name still loads the scene
+    (tmp_path / "pendulum_cart").mkdir()
+    assert diffcam.load_scene("pendulum_cart").path == str(SCENES_DIR / "pendulum_cart.toml")
+    with pytest.raises(SceneError, match="not a file"):
+        diffcam.load_scene(tmp_path / "pendulum_cart")
+
+
+def test_textures_resolve_next_to_the_scene_file_first(scene_tools, tmp_path):
+    from PIL import Image
+
+    path = scene_tools.write_scene(scene_tools.tiny(), tmp_path)  # [textures] wood = "wood.png"
+    bundled = diffcam.load_scene(path).textures["wood"]
+    assert torch.equal(bundled, diffcam.scene.load_texture(TEXTURES_DIR / "wood.png"))
+    Image.new("RGB", (4, 2), (255, 0, 0)).save(tmp_path / "wood.png")
+    local = diffcam.load_scene(path).textures["wood"]
+    assert local.shape == (3, 2, 4) and torch.equal(local[0], torch.ones(2, 4))
 
 
 def test_background_texture_and_light_override(scene_tools, tmp_path):

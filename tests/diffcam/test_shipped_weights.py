@@ -1,23 +1,22 @@
-"""The controller weights the repository ships still do their job with today's engine."""
+"""The controller weights the package ships still do their job with today's engine."""
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import torch
 
 import diffcam
+from diffcam.scene import SCENES_DIR, WEIGHTS_DIR
 from diffcam.tasks import swingup
 
-ROOT = Path(__file__).resolve().parents[2]
-SCENE = ROOT / "scenes" / "pendulum_cart.toml"
+SCENE = SCENES_DIR / "pendulum_cart.toml"
 
 
 @pytest.mark.usefixtures("single_thread")
 def test_the_shipped_state_controller_swings_up_and_holds_the_pole():
     # The hanging start and the first three random starts of `--evaluate`, for 15 s (the
     # full evaluation, 90 s and 21 starts, is the example's --evaluate).
-    weights = ROOT / "examples" / "weights" / "pendulum_swingup_state.pt"
+    weights = WEIGHTS_DIR / "pendulum_swingup_state.pt"
     policy, config, info = swingup.load_policy(weights, 30.0)
     report = swingup.evaluate(SCENE, policy, config, starts=3, seconds=15.0, progress=False)
     assert report["success_rate"] == 1.0
@@ -31,7 +30,7 @@ def test_the_shipped_pixel_controller_swings_up_and_holds_the_pole_from_pixels()
     # --evaluate): it must be up and within 0.2 rad over the last 5 s. The swing-up is
     # chaotic: last-bit changes of the frames move it (8 hanging starts 1e-4 rad apart were
     # all up by 30 s, 2 of them not yet at 20 s), so the test leaves it 25 s.
-    weights = ROOT / "examples" / "weights" / "pendulum_swingup_pixels.pt"
+    weights = WEIGHTS_DIR / "pendulum_swingup_pixels.pt"
     policy, config, info = swingup.load_policy(weights, 30.0)
     assert config.observation == "pixels" and config.edge_softness > 0
     config = dataclasses.replace(config, compile_physics=False)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import diffcam
-from diffcam.scene import ASSETS_DIR, SCENES_DIR, load_texture
+from diffcam.scene import SCENES_DIR, TEXTURES_DIR, load_texture
 
 from ._common import FACING_FRONT, front_camera, smooth_texture
 
@@ -238,7 +238,7 @@ def test_scene_cache_gradients_equal_full_render(dtype):
     layer split is exact)."""
     mass = torch.tensor(0.3, dtype=dtype, requires_grad=True)
     damping = torch.tensor(0.4, dtype=dtype, requires_grad=True)
-    stripes = load_texture(ASSETS_DIR / "stripes.png", dtype=dtype)
+    stripes = load_texture(TEXTURES_DIR / "stripes.png", dtype=dtype)
     stripes.requires_grad_()
     overrides = {"bodies.pole.mass": mass, "joints.rail.damping": damping}
     overrides["textures.stripes"] = stripes
@@ -273,7 +273,7 @@ def test_scene_camera_with_grad_skips_the_cache():
 
 
 def test_scene_static_texture_with_grad_skips_the_cache():
-    metal = load_texture(ASSETS_DIR / "metal.png").requires_grad_()
+    metal = load_texture(TEXTURES_DIR / "metal.png").requires_grad_()
     scene, state = _pendulum_cart(torch.float32, {"textures.metal": metal}, batch_size=1)
     img = scene.render(state)
     assert scene._layer_cache is None

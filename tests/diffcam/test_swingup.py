@@ -2,17 +2,17 @@
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
 
 import diffcam
 import physics
+from diffcam.scene import SCENES_DIR
 from diffcam.tasks import swingup
 from physics.joints import equality_rows, joint_frames
 
-SCENE = Path(__file__).resolve().parents[2] / "scenes" / "pendulum_cart.toml"
+SCENE = SCENES_DIR / "pendulum_cart.toml"
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")

@@ -62,7 +62,7 @@ def _actions(world, steps: int, seed: int = 0):
 
 
 def _scene_world(name: str, batch: int, dtype):
-    return diffcam.load_scene(f"scenes/{name}.toml", batch_size=batch, dtype=dtype).world
+    return diffcam.load_scene(name, batch_size=batch, dtype=dtype).world
 
 
 WORLDS = {

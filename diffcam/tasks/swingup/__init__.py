@@ -3,7 +3,7 @@
 Pieces, each usable on its own:
 
 - `CartPole`: where the cart and the pole are in a scene's state, and the pole's geometry, read
-  from the scene file (``scenes/pendulum_cart.toml`` or any scene with the same structure).
+  from the scene file (the bundled ``pendulum_cart`` or any scene with the same structure).
 - `initial_states`, `random_starts`: batched starts from (x, theta, x_dot, theta_dot).
   theta is the pole's angle about the hinge axis (+y): 0 hanging down, pi upright.
 - `state_features`, `upright_error`, `step_cost`, `swingup_loss`: what the state-based baseline

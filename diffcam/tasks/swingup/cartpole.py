@@ -59,8 +59,8 @@ class CartPole:
                 raise fail(
                     "bodies",
                     f"no body named {name!r}",
-                    "a cart-pole scene such as "
-                    "scenes/pendulum_cart.toml, with bodies 'cart' and 'pole'",
+                    "a cart-pole scene such as the bundled "
+                    "pendulum_cart, with bodies 'cart' and 'pole'",
                 )
         joints = {j["name"]: j for j in scene.config.joints}
         expected = {

@@ -1,4 +1,4 @@
-"""Make the bundled textures procedurally: ``python assets/textures/make_textures.py``.
+"""Make the bundled textures procedurally: ``python diffcam/data/textures/make_textures.py``.
 
 Every texture is drawn from a fixed random seed with numpy (and Pillow for the lettering), so
 running the script again gives the same PNGs. Textures are small (128 or 256 pixels a side) and
