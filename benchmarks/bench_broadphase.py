@@ -10,7 +10,7 @@ False``: every candidate's rows in the solve, "off"); with ``--against``, anothe
 the repository (say the commit before the broadphase, from ``git archive``) as "other".
 Workloads: the incline (a block sliding on a plank, a floor, a wall and a stopper: 28 contact
 candidates) at B = 1 and 19, the bounce (a ball, a floor and a wall) at B = 1 and 19, the box
-stack (`scenes/box_stack.toml`: 6 boxes and a floor, 108 candidates) at B = 1 and 64.
+stack (`box_stack`: 6 boxes and a floor, 108 candidates) at B = 1 and 64.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ WORKLOADS = [
     ("incline", "tests/data/scenes/incline.toml", 19, 200),
     ("bounce", "tests/data/scenes/bounce.toml", 1, 200),
     ("bounce", "tests/data/scenes/bounce.toml", 19, 200),
-    ("box_stack", "scenes/box_stack.toml", 1, 100),
-    ("box_stack", "scenes/box_stack.toml", 64, 30),
+    ("box_stack", "diffcam/data/scenes/box_stack.toml", 1, 100),
+    ("box_stack", "diffcam/data/scenes/box_stack.toml", 64, 30),
 ]
 
 

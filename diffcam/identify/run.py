@@ -2,7 +2,7 @@
 
 ::
 
-    result = diffcam.identify("scenes/my_ball.toml", "ball.mp4",
+    result = diffcam.identify("my_ball.toml", "ball.mp4",
                               keys=["bodies.ball.restitution", "bodies.ball.position"])
     result.values, result.std, result.status, result.explained
 

@@ -73,9 +73,9 @@ SCENES = [
     ("tests/data/scenes/incline.toml", 300, 1e-9, 1e-7, True),
     ("tests/data/scenes/bounce.toml", 300, 1e-9, 1e-7, True),
     ("tests/data/scenes/throw.toml", 300, 1e-9, 1e-7, False),
-    ("scenes/box_stack.toml", 30, 1e-4, 1e-3, True),
-    ("scenes/tumble.toml", 200, 1e-9, 1e-7, True),
-    ("scenes/ball_throw.toml", 200, 1e-9, 1e-7, False),
+    ("diffcam/data/scenes/box_stack.toml", 30, 1e-4, 1e-3, True),
+    ("diffcam/data/scenes/tumble.toml", 200, 1e-9, 1e-7, True),
+    ("diffcam/data/scenes/ball_throw.toml", 200, 1e-9, 1e-7, False),
 ]
 
 
