@@ -20,7 +20,6 @@ against: docs/decisions/antialiased-default.md).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -32,11 +31,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _record import Recorder, add_record_flag  # noqa: E402
+
 import diffcam  # noqa: E402
 from diffcam.scene import SCENES_DIR  # noqa: E402
 
 SCENE = SCENES_DIR / "pendulum_cart.toml"
 EDGES = {"hard": 0.0, "antialias": "antialias"}
+RECORD = Recorder("antialias")  # benchmarks/results/antialias.jsonl with --record
 
 
 def frames(batch: int):
@@ -84,7 +86,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--sigma", type=float, default=None, help="also soft edges of S px")
+    add_record_flag(parser)
     args = parser.parse_args()
+    RECORD.enable(args.record, note=args.note)
     torch.set_num_threads(args.threads)
     edges = dict(EDGES)
     if args.sigma is not None:
@@ -111,9 +115,9 @@ def main() -> None:
                 line["sigma"] = args.sigma
                 line["soft_ratio"] = round(med["soft"] / med["hard"], 3)
             line.update(threads=args.threads, repeats=args.repeats)
-            print(json.dumps(line), flush=True)
+            RECORD.emit(line)
             summary[f"B{batch}_{mode}"] = line["ratio"]
-    print(json.dumps({"bench": "antialias", "summary": "ratio antialias / hard", **summary}))
+    RECORD.emit({"bench": "antialias", "summary": "ratio antialias / hard", **summary})
 
 
 if __name__ == "__main__":

@@ -24,7 +24,10 @@ import sys
 import time
 from pathlib import Path
 
+from _record import Recorder, add_record_flag
+
 ROOT = Path(__file__).resolve().parents[1]
+RECORD = Recorder("broadphase")  # benchmarks/results/broadphase.jsonl with --record
 WORKLOADS = [
     ("incline", "tests/data/scenes/incline.toml", 1, 200),
     ("incline", "tests/data/scenes/incline.toml", 19, 200),
@@ -66,7 +69,9 @@ def main() -> None:
     parser.add_argument("--against", type=Path, default=None)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--checkout", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    add_record_flag(parser)
     args = parser.parse_args()
+    RECORD.enable(args.record and args.worker is None, note=args.note)
     if args.worker is not None:
         _worker(args.worker.split(","), args.checkout)
         return
@@ -83,11 +88,11 @@ def main() -> None:
                 row = json.loads(line)
                 results.setdefault((row["scene"], row["B"], row["mode"]), []).append(row["ms"])
     for (scene, batch, mode), values in results.items():
-        print(json.dumps({
+        RECORD.emit({
             "bench": "contact_broadphase", "scene": scene, "B": batch, "variant": mode,
             "ms_per_step": round(statistics.median(values), 3),
             "runs": [round(v, 3) for v in values], "threads": 1, "grad": False, "compiled": False,
-        }))  # fmt: skip
+        })  # fmt: skip
 
 
 if __name__ == "__main__":

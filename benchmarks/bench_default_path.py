@@ -45,9 +45,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _record import Recorder, add_record_flag  # noqa: E402
+
 import diffcam  # noqa: E402
 import physics  # noqa: E402
 from diffcam.scene import SCENES_DIR  # noqa: E402
+
+RECORD = Recorder("default_path")  # benchmarks/results/default_path.jsonl with --record
 
 DT, TILT = 0.01, 0.5
 
@@ -118,8 +122,7 @@ CARTPOLE_MJCF = f"""
 
 
 def emit(record: dict) -> dict:
-    print(json.dumps(record), flush=True)
-    return record
+    return RECORD.emit(record)
 
 
 def time_runs(run, repeats: int) -> tuple[float, float, float]:
@@ -254,7 +257,9 @@ def main() -> None:
         default=5,
         help="rounds of ours and the Warp kernel, one after the other (0: none)",
     )
+    add_record_flag(ap)
     args = ap.parse_args()
+    RECORD.enable(args.record, note=args.note)
     steps, repeats = args.steps, args.repeats
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -24,8 +24,11 @@ import sys
 import time
 from pathlib import Path
 
+from _record import Recorder, add_record_flag
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
+RECORD = Recorder("identify_clips")  # benchmarks/results/identify_clips.jsonl with --record
 
 CLIPS = {
     "pendulum": {
@@ -131,9 +134,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clip", nargs="*", default=list(CLIPS), choices=list(CLIPS))
     parser.add_argument("--threads", type=int, default=1)
+    add_record_flag(parser)
     args = parser.parse_args()
+    RECORD.enable(args.record, note=args.note)
     for name in args.clip:
-        print(json.dumps(run(name, args.threads)), flush=True)
+        RECORD.emit(run(name, args.threads))
 
 
 if __name__ == "__main__":

@@ -50,9 +50,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from _record import Recorder, add_record_flag
+
 ROOT = Path(__file__).resolve().parents[1]
 CLIP = ROOT / "out" / "bench" / "pendulum_720p60_25s.mp4"
 CASES = ("read_video_before", "read_video", "read_video_rgb", "opencv")
+RECORD = Recorder("read_video")  # benchmarks/results/read_video.jsonl with --record
 
 # Cumulative passes over the clip, in one fresh process: argv = clip, frames, repeats.
 BREAKDOWN = r"""
@@ -230,19 +233,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", default="1,default")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--breakdown", action="store_true", help="also the per-step breakdown")
+    add_record_flag(ap)
     args = ap.parse_args(argv)
+    RECORD.enable(args.record, note=args.note)
     if not args.clip.exists():
         sys.exit(
             f'{args.clip} is missing: make it with python -c "import sys; sys.path.insert(0, '
             "'benchmarks'); import bench_real_video as b; print(b.make_big_clip())\""
         )
     cases = args.cases.split(",")
-    print(
-        json.dumps(
-            {"case": "machine", "when": "start", "loadavg": os.getloadavg(), "busy": _busy()}
-        ),
-        flush=True,
-    )
+    RECORD.emit({"case": "machine", "when": "start", "loadavg": os.getloadavg(), "busy": _busy()})
     with tempfile.TemporaryDirectory() as tmp:
         before, sha = _before_tree(args.before, Path(tmp))
         saved: dict[str, str] = {}
@@ -257,30 +257,24 @@ def main(argv: list[str] | None = None) -> None:
                     runs[case].append(_run(case, args.clip, args.frames, threads, before, save))
             for case in cases:
                 rs = runs[case]
-                print(
-                    json.dumps(
-                        {
-                            "case": case,
-                            "threads": threads,
-                            "before_rev": sha if case == "read_video_before" else None,
-                            "frames": rs[0]["frames"],
-                            "conversion": rs[0]["conversion"],
-                            "opencv_decoder_threads": rs[0]["opencv_decoder_threads"],
-                            "median_seconds": round(statistics.median(x["seconds"] for x in rs), 3),
-                            "median_cpu_seconds": round(
-                                statistics.median(x["cpu_seconds"] for x in rs), 3
-                            ),
-                            "runs_seconds": [round(x["seconds"], 3) for x in rs],
-                            "module": rs[0]["module"],
-                        }
-                    ),
-                    flush=True,
+                RECORD.emit(
+                    {
+                        "case": case,
+                        "threads": threads,
+                        "before_rev": sha if case == "read_video_before" else None,
+                        "frames": rs[0]["frames"],
+                        "conversion": rs[0]["conversion"],
+                        "opencv_decoder_threads": rs[0]["opencv_decoder_threads"],
+                        "median_seconds": round(statistics.median(x["seconds"] for x in rs), 3),
+                        "median_cpu_seconds": round(
+                            statistics.median(x["cpu_seconds"] for x in rs), 3
+                        ),
+                        "runs_seconds": [round(x["seconds"], 3) for x in rs],
+                        "module": rs[0]["module"],
+                    }
                 )
         if {"read_video_before", "read_video"} <= saved.keys():
-            print(
-                json.dumps(_difference(saved["read_video_before"], saved["read_video"])),
-                flush=True,
-            )
+            RECORD.emit(_difference(saved["read_video_before"], saved["read_video"]))
     if args.breakdown:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
         subprocess.run(
@@ -289,11 +283,8 @@ def main(argv: list[str] | None = None) -> None:
             check=True,
             cwd=tempfile.gettempdir(),
         )
-    print(
-        json.dumps(
-            {"case": "machine", "when": "end", "loadavg": os.getloadavg(), "time": time.ctime()}
-        ),
-        flush=True,
+    RECORD.emit(
+        {"case": "machine", "when": "end", "loadavg": os.getloadavg(), "time": time.ctime()}
     )
 
 

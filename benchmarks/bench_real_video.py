@@ -31,9 +31,12 @@ import sys
 import time
 from pathlib import Path
 
+from _record import Recorder, add_record_flag
+
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "tests" / "data" / "pendulum_realistic.mp4"
 BIG = ROOT / "out" / "bench" / "pendulum_720p60_25s.mp4"
+RECORD = Recorder("real_video")  # benchmarks/results/real_video.jsonl with --record
 
 
 def peak_rss_mb() -> float:
@@ -143,7 +146,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--case", default=None, help=argparse.SUPPRESS)  # one case, in-process
     parser.add_argument("--clip", default=None, help=argparse.SUPPRESS)
+    add_record_flag(parser)
     args = parser.parse_args()
+    RECORD.enable(args.record and not args.case, note=args.note)
     if args.case:
         clip = Path(args.clip)
         result = (
@@ -162,11 +167,9 @@ def main() -> None:
             done = subprocess.run(command, check=True, capture_output=True, text=True,
                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
             line = done.stdout.strip().splitlines()[-1]
-            print(line, flush=True)
-            seconds[case] = json.loads(line)["seconds"]
-        print(json.dumps({"case": "summary", "clip": clip.name,
-                          "diffcam_over_opencv_scipy": round(seconds["diffcam"] / seconds["opencv_scipy"], 2)}),
-              flush=True)  # fmt: skip
+            seconds[case] = RECORD.emit(json.loads(line))["seconds"]
+        RECORD.emit({"case": "summary", "clip": clip.name,
+                     "diffcam_over_opencv_scipy": round(seconds["diffcam"] / seconds["opencv_scipy"], 2)})  # fmt: skip
 
 
 if __name__ == "__main__":

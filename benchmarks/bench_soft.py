@@ -51,6 +51,10 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from _record import Recorder, add_record_flag  # noqa: E402
+
+RECORD = Recorder("soft")  # benchmarks/results/soft.jsonl with --record
+
 CASES = [f"soft_pendulum_cart_b{b}_cached" for b in (1, 16, 64)]
 CASES += ["soft_rect5_b64", "soft_mixed5_b64"]
 PEER = os.path.join(
@@ -159,15 +163,17 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--peer-python", help="python of a venv with mitsuba: run the peer too")
+    add_record_flag(ap)
     args = ap.parse_args()
+    RECORD.enable(args.record, note=args.note)
     torch.set_num_threads(args.threads)
     results = {}
     for case in args.case or CASES:
         results[case] = run_case(case, args.repeats, args.warmup)
-        print(json.dumps(results[case]), flush=True)
+        RECORD.emit(results[case])
     if args.peer_python:
         peer = run_peer(args.peer_python)
-        print(json.dumps(peer), flush=True)
+        RECORD.emit(peer)
         one_image = peer["pose_forward_backward_ms_1spp"]
         summary = {"bench": "soft_vs_mitsuba", "mitsuba_pose_1_image_ms": one_image}
         summary.update(threads=torch.get_num_threads(), mitsuba_threads=peer.get("threads"))
@@ -180,7 +186,7 @@ def main():
                 total = r["hard_compile_forward_ms"] + r["hard_compile_backward_ms"]
                 key = f"{case}_hard_compile_over_mitsuba_pose_1_image"
                 summary[key] = round(total / one_image, 2)
-        print(json.dumps(summary), flush=True)
+        RECORD.emit(summary)
 
 
 if __name__ == "__main__":
