@@ -31,7 +31,8 @@ class Scene:
         primitives: list of `diffcam.Primitive`, one per body in state order.
         background: (3,) colour or (3, Ht, Wt) texture.
         body_names, actuator_names: lists of str (state order, action-column order).
-        batch_size, dtype, device, timestep.
+        batch_size, dtype, device, timestep: what the scene was loaded with, and the physics
+            step (s).
 
     Rendering keeps the static bodies' pre-rendered layer in a one-entry cache (see `render`).
     """
