@@ -105,7 +105,10 @@ def _tables(records: list[dict]) -> list[str]:
 
 
 def _stamp(header: dict) -> str:
-    parts = [f"**{header.get('date', 'undated')}**"]
+    when = str(header.get("date", "undated"))
+    if header.get("time"):
+        when += f" ({header['time']})"
+    parts = [f"**{when}**"]
     if header.get("commit"):
         parts.append(f"commit `{header['commit']}`")
     if header.get("torch"):
@@ -140,7 +143,11 @@ def generate(results_dir: Path = RESULTS) -> str:
             f"From `benchmarks/results/{name}.jsonl`: {len(runs)} "
             f"run{'s' if len(runs) != 1 else ''}, newest first.\n"
         )
-        for run in sorted(runs, key=lambda r: str(r["header"].get("date", "")), reverse=True):
+        # newest first; runs of one date in the reverse of their order in the file
+        dated = sorted(
+            enumerate(runs), key=lambda ir: (str(ir[1]["header"].get("date", "")), ir[0])
+        )
+        for _, run in reversed(dated):
             out.append(_stamp(run["header"]) + "\n")
             for table in _tables(run["records"]):
                 out.append(table + "\n")
