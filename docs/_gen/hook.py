@@ -6,7 +6,10 @@ of the generator NAME, so nothing generated is committed and nothing goes stale:
 * ``scene-reference``: `scene_reference.generate` (the schema's tables, the contact rules,
   the override paths);
 * ``mjcf-support``: `mjcf_support.generate` (what the MJCF importer handles, ignores, refuses);
-* ``performance``: `performance.generate` (the benchmarks' results files as tables).
+* ``cli``: `cli_help.generate` (the help of ``diffcam`` and each subcommand);
+* ``performance``: `performance.generate` (the benchmarks' results files as tables);
+  ``<!-- generated: performance FILE -->`` renders one file (``benchmarks/results/FILE.jsonl``),
+  and a page that renders some files one by one must render them all.
 
 An unknown NAME fails the build.
 """
@@ -30,10 +33,12 @@ def on_config(config):
             sys.path.insert(0, str(path))
     return config
 
-MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
+
+MARKER = re.compile(r"^<!-- generated: ([a-z-]+)(?: ([A-Za-z0-9_-]+))? -->$", re.MULTILINE)
 
 
 def _generators() -> dict:
+    import cli_help
     import mjcf_support
     import performance
     import scene_reference
@@ -42,6 +47,7 @@ def _generators() -> dict:
         "scene-reference": scene_reference.generate,
         "mjcf-support": mjcf_support.generate,
         "performance": performance.generate,
+        "cli": cli_help.generate,
     }
 
 
@@ -49,14 +55,28 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     if "<!-- generated: " not in markdown:
         return markdown
     generators = _generators()
+    rendered: list[str] = []
 
     def fill(match: re.Match) -> str:
-        name = match.group(1)
+        name, argument = match.group(1), match.group(2)
         if name not in generators:
             raise ValueError(
                 f"{page.file.src_path}: unknown generated section {name!r} "
                 f"(known: {', '.join(generators)})"
             )
-        return generators[name]()
+        if argument is None:
+            return generators[name]()
+        rendered.append(argument)
+        return generators[name](argument)
 
-    return MARKER.sub(fill, markdown)
+    markdown = MARKER.sub(fill, markdown)
+    if rendered:
+        import performance
+
+        left = [n for n in performance.names() if n not in rendered]
+        if left:
+            raise ValueError(
+                f"{page.file.src_path}: results files not on the page: {', '.join(left)} "
+                "(add <!-- generated: performance NAME --> for each)"
+            )
+    return markdown

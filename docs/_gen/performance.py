@@ -125,18 +125,30 @@ def _stamp(header: dict) -> str:
     return "\n\n".join(lines)
 
 
-def generate(results_dir: Path = RESULTS) -> str:
+def names(results_dir: Path = RESULTS) -> list[str]:
+    """The results files' names, in the page's order."""
+    files = [p.stem for p in sorted(results_dir.glob("*.jsonl"))]
+    return [n for n in TITLES if n in files] + [n for n in files if n not in TITLES]
+
+
+def generate(only: str | None = None, results_dir: Path = RESULTS) -> str:
+    """Every results file as a section with its heading, or with ``only`` one file's runs
+    (under the page's own heading)."""
     from _record import read_results
 
-    files = {p.stem: p for p in sorted(results_dir.glob("*.jsonl"))}
-    order = [n for n in TITLES if n in files] + [n for n in files if n not in TITLES]
+    order = names(results_dir)
+    if only is not None:
+        if only not in order:
+            raise ValueError(f"no results file benchmarks/results/{only}.jsonl")
+        order = [only]
     if not order:
         return "*No results recorded yet: run a benchmark with `--record`.*\n"
     out = []
     for name in order:
         heading, what = TITLES.get(name, (f"`{name}`", ""))
-        runs = read_results(files[name])
-        out.append(f"## {heading}\n")
+        runs = read_results(results_dir / f"{name}.jsonl")
+        if only is None:
+            out.append(f"## {heading}\n")
         if what:
             out.append(what + "\n")
         out.append(
