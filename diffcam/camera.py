@@ -1,6 +1,6 @@
 """Pinhole camera with OpenCV axes and half-pixel-centre continuous image coordinates.
 
-Conventions (DESIGN.md section 3):
+Conventions (docs/design.md, "Conventions"):
 
 * Camera axes: x right, y down, z forward (OpenCV). ``world_from_camera`` maps camera-frame
   points to the world: ``x_world = R @ x_cam + t``; ``t`` is the camera centre in the world.

@@ -236,7 +236,7 @@ def policy_rollout(
             through the observation (the renderer), so the closed loop carries no gradient.
             A biased gradient, for long horizons where the closed loop's gradient explodes
             (measured on the swing-up from hard-edged pixels at alpha = 0.98, it did not help:
-            soft silhouettes did, see the README).
+            soft silhouettes did, see docs/tutorials/swingup.md).
 
     Returns:
         `PolicyRollout` with the trajectory, the actions, the records and the final memory.

@@ -1,6 +1,6 @@
 """Textures: bilinear, gather-based sampling from a packed texel atlas, with optional mip-maps.
 
-Conventions (DESIGN.md section 3): a texture is a (3, Ht, Wt) tensor in [0, 1], row 0 is the top
+Conventions (docs/design.md, "Conventions"): a texture is a (3, Ht, Wt) tensor in [0, 1], row 0 is the top
 row of the PNG. Texture coordinates (u, v): u to the right, v up, so v = 0 is the bottom row.
 Texel centres sit at ((k + 0.5) / Wt, (l + 0.5) / Ht); u = 0.5 / Wt hits the first column's
 centre exactly.

@@ -37,7 +37,7 @@ seed 0 best 0.38 (2,560 episodes), 0.31 at the end; seed 1 best 0.28, 0.16 at th
 and 1,276 s (a more loaded machine). Runs are deterministic (the same seed repeats the same
 losses). The loss (the paper's, on the training starts) stays on the swinging plateau
 (about 1.3-1.5) for the first 1,500-1,900 episodes, then falls to about 0.75 as the swing-up
-is found (the README's 100-150 iterations); the catch and the balance then need more than the
+is found (the 100-150 iterations of docs/tutorials/swingup.md); the catch and the balance then need more than the
 remaining ~1,000 episodes. SAC reached 0.94 after 320 episodes, a tenth of this budget.
 """
 

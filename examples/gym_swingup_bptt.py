@@ -12,12 +12,12 @@ one 3 s episode in each of ``--envs`` (16) worlds through the env's differentiab
 exactly the paper's loss, `swingup.swingup_loss`) and backpropagates through the whole episode
 (policy, physics, observation) into the MLP; one Adam step per iteration.
 
-What the recipe of the README ("Swing-up from pixels") asks for, as the env allows it:
+What the recipe of docs/tutorials/swingup.md asks for, as the env allows it:
 
 - gradient decay alpha per physics step (0.9: a short horizon; with 0.99 BPTT stalls on a
   swinging plateau), then 0.98 from training episode 2,048 on (``--settle-decay``,
   ``--settle-from``): the short horizon leaves the balance in a limit cycle, a longer one
-  settles it (the README's state baseline: 0.98 after 250 iterations; here the budget is
+  settles it (the state baseline's: 0.98 after 250 iterations; here the budget is
   192). The env holds each action for ``control_every`` (2) physics steps inside one
   `step_tensors` call, so the decay is applied once per env step, as alpha^2 on the state
   before it is observed and stepped (`physics.decay_state_gradient`): a gradient from k env

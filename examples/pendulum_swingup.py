@@ -24,7 +24,7 @@ then prints one JSON line. Copy policy.pt to diffcam/data/weights/pendulum_swing
 ..._state.pt) to ship it. ``--evaluate`` prints a JSON line with success_rate, starts,
 upright_seconds_min and training_episodes (see diffcam.tasks.swingup.evaluate for the definitions).
 
-The defaults are the recipe measured here (README, "Swing-up from pixels"): gradient decay 0.9
+The defaults are the recipe measured here (docs/tutorials/swingup.md): gradient decay 0.9
 per physics step (a short horizon: with 0.99 BPTT stalls on a swinging plateau, loss ~1.3),
 half of each batch started within 0.5 rad of upright, Adam 5e-3 falling to 1e-3, 8 episodes
 per iteration, control at 25 Hz (--control-every 4), frames pooled 2x2, the whole graph kept
@@ -46,8 +46,8 @@ policy degraded. The shipped state baseline:
     python examples/pendulum_swingup.py --state --iterations 290 --batch 16 --lr 1e-2 \
         --control-every 2 --settle-decay 0.98 --settle-from 251
 
-The best domain-randomised fine-tune of the shipped pixel controller so far (README, "Under
-domain randomisation"; 21 / 21 on the plain scene, not yet on every randomised one):
+The best domain-randomised fine-tune of the shipped pixel controller so far (docs/tutorials/swingup.md,
+"Under domain randomisation"; 21 / 21 on the plain scene, not yet on every randomised one):
 
     python examples/pendulum_swingup.py --randomize --out out/rz_a \
         --init diffcam/data/weights/pendulum_swingup_pixels.pt \

@@ -129,7 +129,7 @@ def main(argv=None) -> dict:
     actions = push_sequence((n_frames - 1) * every)
     truth = diffcam.load_scene(SCENE).textures[TEXTURE]
     with torch.no_grad():
-        observed = diffcam.render_rollout(  # hard-edged, as measured (README)
+        observed = diffcam.render_rollout(  # hard-edged, as measured (docs/tutorials/fit-video.md)
             SCENE, None, actions[:, None, :], actions.shape[0], frame_every=every,
             edge_softness=0.0,
         )  # fmt: skip

@@ -47,7 +47,7 @@ def _inductor_recomputing_backward(graph, example_inputs):
     """Inductor (scalar C++ loops), with a backward that recomputes the forward's intermediates
     instead of receiving them: for the reduced step the forward then returns its outputs only,
     not about 100 saved (B, 3)-sized tensors that each cost an allocation and a pass through
-    autograd's bookkeeping (figures in the README, "Measured"). The maximal engine's step
+    autograd's bookkeeping (figures in docs/performance.md, "The engine's step"). The maximal engine's step
     does more arithmetic per saved tensor and keeps the default partitioner."""
     import torch._functorch.config
     from torch._inductor.compile_fx import compile_fx
@@ -62,8 +62,8 @@ def _inductor_recomputing_backward(graph, example_inputs):
 
 
 # Scalar C++ loops, not Inductor's vector code: the engine's innermost dimensions are 2, 3 or 6,
-# which vector code covers with masked 16-wide vectors (slower here: the README,
-# "Measured"); for float64 the vector code also failed an internal assert in torch 2.13.
+# which vector code covers with masked 16-wide vectors (slower here: docs/decisions/
+# inductor-options.md); for float64 the vector code also failed an internal assert in torch 2.13.
 _SCALAR_LOOPS = {"cpp.simdlen": 1}
 
 

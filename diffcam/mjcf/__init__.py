@@ -74,7 +74,7 @@ def _value(v) -> str:
 
 
 def to_toml(imported: MJCFImport) -> str:
-    """The scene as TOML text (DESIGN.md section 6), with the notes and the actuator mapping
+    """The scene as TOML text (docs/reference/scene-file.md), with the notes and the actuator mapping
     as comments at the top."""
     lines = [f"# Imported from {Path(imported.file).name} by diffcam.mjcf (diffcam import-mjcf)."]
     for a in imported.actuators:

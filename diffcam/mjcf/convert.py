@@ -57,7 +57,7 @@ class MJCFImport:
     """An imported MJCF model.
 
     Attributes:
-        config: the scene as the dict a TOML scene file parses to (DESIGN.md section 6); give
+        config: the scene as the dict a TOML scene file parses to (docs/reference/scene-file.md); give
             it to `diffcam.scene.validate_scene` or write it with `diffcam.mjcf.to_toml`.
         notes: what was ignored or approximated, one sentence each.
         actuators: per MJCF actuator, in MuJoCo's ``ctrl`` order: ``{"name", "joint", "gear"}``;

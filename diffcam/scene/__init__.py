@@ -1,6 +1,6 @@
 """Scene files: a TOML file declares bodies, joints, motors, the camera and textures.
 
-`load_scene` reads and validates a file (DESIGN.md section 6), applies ``overrides`` (any number
+`load_scene` reads and validates a file (docs/reference/scene-file.md), applies ``overrides`` (any number
 in the file, or any optional numeric key, replaced by a value or a tensor that may require
 grad), builds the `physics` world and the renderer's camera, primitives and textures, and
 returns a `Scene`::

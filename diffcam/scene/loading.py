@@ -39,7 +39,7 @@ def load_scene(
     dtype: torch.dtype = torch.float32,
     overrides: Mapping[str, Any] | None = None,
 ) -> Scene:
-    """Load a TOML scene file (DESIGN.md section 6), or an MJCF model (``.xml``, converted by
+    """Load a TOML scene file (docs/reference/scene-file.md), or an MJCF model (``.xml``, converted by
     `diffcam.mjcf`), or a bundled scene by name (``"pendulum_cart"``, see
     `diffcam.scene.bundled_scenes`), into a `Scene`.
 

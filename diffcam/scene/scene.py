@@ -123,7 +123,7 @@ class Scene:
     #: State-steps (batch size x steps) a scene steps eagerly on the default path (``compile``
     #: None) before it compiles: None never compiles by default, 0 compiles from the first step.
     #: Compiling pays only after many steps (a first compiled call costs seconds to minutes:
-    #: README, "The default scene path"). Like a JIT's tiering (the ski-rental rule: pay as
+    #: docs/performance.md, "The default scene path"). Like a JIT's tiering (the ski-rental rule: pay as
     #: you go until what you paid equals the price of buying), the default switches when the
     #: eager steps have cost about what compiling costs, so it is never more than about twice
     #: the better of the two choices made in hindsight. Where the compiled step's libraries

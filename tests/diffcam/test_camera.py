@@ -192,7 +192,7 @@ def test_no_nan_grad_point_on_camera_plane():
 
 
 def test_convention_project_returns_pixel_coordinates_only():
-    # DESIGN.md section 5: cam.project(points_world) -> (..., 2) continuous pixel coordinates.
+    # docs/design.md, "Public API": cam.project(points_world) -> (..., 2) continuous pixel coordinates.
     cam = diffcam.PinholeCamera.look_at(
         torch.tensor([0.0, -3.0, 1.0]), torch.tensor([0.0, 0.0, 1.0]), torch.tensor([0.0, 0.0, 1.0]),
         torch.tensor(40.0), 64, 48,

@@ -93,7 +93,7 @@ class StartRanges:
     ``upright_theta`` of upright, the other three as above: balancing is then practised from
     the first iteration instead of waiting for the swing-up to bring the pole there. The loss
     stays as it is; only the starts the gradient averages over change. The measured swing-up
-    recipe uses 0.5 (README).
+    recipe uses 0.5 (docs/tutorials/swingup.md).
 
     Keep some spread: from the exact hanging start at rest the zero policy is a saddle point of
     the loss (pushing left or right lowers it alike, so its gradient is exactly zero) and
