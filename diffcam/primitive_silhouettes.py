@@ -6,7 +6,7 @@ exact distances to the projected edge lines (the minimum over the silhouette edg
 inside, a slight under-estimate outside near corners); spheres and capsules the ray's closest
 approach to the centre / axis segment, scaled by focal / depth; cylinders combine both caps'
 ellipses with the side strip; infinite planes the horizon. The renderer's fast soft path
-(`render.geometry`, `render.surface`, `render.reach`) computes the same quantities by components; the tests
+(`renderer.geometry`, `renderer.surface`, `renderer.reach`) computes the same quantities by components; the tests
 check it against this module.
 """
 

@@ -12,7 +12,7 @@ from .contacts import find_contacts
 from .interpolate import states_at
 from .joints import JointFrames, axis_rows, joint_frames, joint_positions
 from .math3d import quat_to_matrix
-from .rollout import (
+from .rollouts import (
     SimulationError,
     assert_finite,
     compiled_step,
@@ -23,7 +23,7 @@ from .rollout import (
 )
 from .spec import Body, Joint, ModelError, Motor, WorldSpec
 from .state import State
-from .step import step
+from .stepping import step
 from .world import World, initial_state
 
 __all__ = [

@@ -136,7 +136,7 @@ class RandomizedScene:
         a, i, r = p["ambient_scale"], p["intensity_scale"], p["light_rotation"]
         if bool((a == 1).all() and (i == 1).all()) and not bool(r.any()):
             return base
-        from ..render import Lighting
+        from ..renderer import Lighting
 
         dtype, device = r.dtype, r.device
         direction = torch.as_tensor(base.direction, dtype=dtype, device=device).reshape(3, 1)
@@ -189,7 +189,7 @@ class RandomizedScene:
         """The background for a render of height x width samples: the scene's, colours per
         episode (B, 3), or per-episode images (B, 3, height, width) for a texture background
         with offsets or procedural backgrounds."""
-        from ..render.background import background_image
+        from ..renderer.background import background_image
 
         bg, p = self.base.background, self._p
         offset, procedural = p["background_offset"], p["procedural_background"]
@@ -253,7 +253,7 @@ class RandomizedScene:
 
     @property
     def lighting(self):
-        """The light of every episode: a `diffcam.render.Lighting` with per-episode values
+        """The light of every episode: a `diffcam.Lighting` with per-episode values
         (ambient, intensity (B,), direction (B, 3)), or the scene's when none changes it."""
         return self._lights
 

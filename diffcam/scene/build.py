@@ -109,7 +109,7 @@ def build_lighting(light: dict | None, tensor: ToTensor):
     """The `Lighting` of the ``[light]`` table, or None (unlit) without one."""
     if light is None:
         return None
-    from ..render import Lighting
+    from ..renderer import Lighting
 
     return Lighting(**_tensors_converted(light, tensor))
 

@@ -43,8 +43,8 @@ def static_layer(scene: Scene, rot, pos, kwargs) -> _StaticLayer | None:
     """The static bodies' layer for this render call, drawn (and kept in
     ``scene._layer_cache``) or taken from the cache; None when there is nothing to split or
     something it depends on requires grad."""
-    from ..render import render_buffers
-    from ..render.api import DEFAULT_EDGE_SOFTNESS, edge_profile
+    from ..renderer import render_buffers
+    from ..renderer.api import DEFAULT_EDGE_SOFTNESS, edge_profile
 
     static = scene._static
     if not static or not scene._dynamic:
@@ -152,10 +152,10 @@ def render_states(scene: Scene, states, frames_per_call: int = 16, window=None, 
     at a time, as `RenderBuffers` with two leading axes (M, B, ...)."""
     import physics
 
-    from ..render import RenderBuffers, render_buffers
+    from ..renderer import RenderBuffers, render_buffers
 
     frames, batch = states.position.shape[:2]
-    from ..render.api import DEFAULT_EDGE_SOFTNESS
+    from ..renderer.api import DEFAULT_EDGE_SOFTNESS
 
     kwargs.setdefault("lighting", scene.lighting)
     kwargs.setdefault("background", scene.background)

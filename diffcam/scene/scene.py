@@ -10,7 +10,7 @@ import torch
 
 from ..autodiff import plain_autograd
 from ..errors import SceneError
-from ..render.api import DEFAULT_EDGE_SOFTNESS
+from ..renderer.api import DEFAULT_EDGE_SOFTNESS
 from . import rendering
 from .build import build_camera, build_lighting, build_primitives, build_world, load_textures
 from .describe import describe
@@ -248,7 +248,7 @@ class Scene:
         """`diffcam.render_buffers` of the whole scene, over the cached static layer if it
         applies; the object ids are those of the scene's bodies only when ``want_ids``, which
         otherwise leaves depth, object ids and coverage out (None)."""
-        from ..render import RenderBuffers, render, render_buffers
+        from ..renderer import RenderBuffers, render, render_buffers
 
         def draw(*args, **kw):  # the image alone (no depth, ids, coverage) unless want_ids
             if want_ids:

@@ -5,16 +5,14 @@ reference path, with the same results."""
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 import torch
 
 import diffcam
+from diffcam.renderer import api as render_api
 
 from ._common import FACING_FRONT, axis_angle, front_camera, smooth_texture
 
-render_api = importlib.import_module("diffcam.render.api")
 F64 = torch.float64
 B, H, W = 3, 10, 12
 
@@ -252,7 +250,8 @@ def test_bad_backend(backend):
 def test_scatter_in_threads_equals_one_scatter():
     """The texel scatter split over blocks of images (one per thread, uneven blocks) sums to
     the single scatter."""
-    render_module = importlib.import_module("diffcam.render.scatter")
+    from diffcam.renderer import scatter as render_module
+
     g = torch.Generator().manual_seed(0)
     B, P, n_texels = 5, 40, 30
     idx = [torch.randint(0, n_texels, (B, P), generator=g, dtype=torch.int32) for _ in range(4)]

@@ -4,17 +4,14 @@ testing every pixel exactly, whatever the poses."""
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 import torch
 
 import diffcam
 from diffcam.primitives import intersect
+from diffcam.renderer import nearest
 
 from ._common import axis_angle, front_camera
-
-nearest = importlib.import_module("diffcam.render.nearest")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

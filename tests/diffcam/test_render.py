@@ -382,7 +382,7 @@ def test_chunking_invariance():
 def test_soft_recomputed_in_backward_gives_the_same_gradient(monkeypatch):
     """Soft edges past the memory bound recompute their samples in the backward (activation
     checkpointing): the same image and pose gradients as keeping them."""
-    from diffcam.render import silhouettes
+    from diffcam.renderer import silhouettes
 
     cam, prims, R, p = all_kinds_scene()
     calls = []

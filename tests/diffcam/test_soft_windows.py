@@ -4,20 +4,18 @@ every pixel, obtained here with an infinite tail) to within that bound."""
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import pytest
 import torch
 
 import diffcam
-from diffcam.render.frame import _local_dirs
+from diffcam.renderer import reach as reach_mod
+from diffcam.renderer import silhouettes as render_mod
+from diffcam.renderer.frame import _local_dirs
 from diffcam.scene import SCENES_DIR
 
 from ._common import axis_angle, smooth_texture
-
-render_mod = importlib.import_module("diffcam.render.silhouettes")
-reach_mod = importlib.import_module("diffcam.render.reach")
 
 # per-pixel bound: K primitives, each coverage changed by < sigmoid(-tail), colours in [0, 1]
 # (float32: a cut at 1e-4, with at most 3 primitives near a pixel here; float64: exact)
@@ -195,7 +193,7 @@ def test_candidates_hold_every_near_pixel(kind, margin):
     and margins up to float64's cut, and far fewer than the whole image; boxes' and
     rectangles' are those pixels."""
     from diffcam.primitive_silhouettes import silhouette_distance
-    from diffcam.render.frame import make_frame
+    from diffcam.renderer.frame import make_frame
 
     dtype, B, H, W = torch.float64, 64, 120, 160  # f = 165 px: the 37-px margin bounds
     g = torch.Generator().manual_seed(3)

@@ -144,7 +144,7 @@ def test_sample_quad_matches_atlas_sample_and_its_gradients(wrap):
     hand-written backward and forward-mode jvp against finite differences (float64)."""
     from torch.autograd import forward_ad
 
-    from diffcam.render.sampling import sample_quad
+    from diffcam.renderer.sampling import sample_quad
     from diffcam.textures import build_atlas
 
     g = torch.Generator().manual_seed(0)

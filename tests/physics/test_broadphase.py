@@ -3,7 +3,6 @@ every world of the batch. Results with it equal those without it (``WorldSpec(br
 False)``, every candidate's rows in the solve) to round-off, values and float64 gradients; it
 does leave rows out; a pair that starts far and comes into contact fast is not missed."""
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,11 +11,11 @@ import torch
 import diffcam
 import physics
 from physics import broadphase
+from physics import stepping as step_module
 from physics.math3d import tracing_for_compilation
 
 F64 = torch.float64
 ROOT = Path(__file__).resolve().parents[2]
-step_module = sys.modules["physics.step"]
 
 
 def _rollout_pair(make_world, steps: int, parameters: list[torch.Tensor], loss_fn):

@@ -231,9 +231,8 @@ def test_inactive_bounded_rows_skip_the_sweeps_with_the_same_step_and_gradients(
     # A cart-pole mid-rail: its limit rows exist but are inactive, so step() replaces the
     # projected sweeps by one joint projection. Forcing the sweeps must give the same states
     # and the same gradients with respect to the actions.
-    import sys
 
-    step_module = sys.modules["physics.step"]
+    from physics import stepping as step_module
 
     pivot = [0.0, 0.0, 1.2]
     cart = physics.Body("cart", "box", [0.4, 0.16, 0.2], mass=1.0, position=pivot)
@@ -456,7 +455,7 @@ def test_convention_compiled_step_aligns_the_start_state_grad_flags():
     tensor requires grad (as every step output then does, so a compiled rollout from
     `initial_state` is one graph); the caller's tensors and the gradients are unchanged;
     without grad, or with nothing requiring it, the state itself comes back."""
-    from physics.rollout import uniform_grad_flags
+    from physics.rollouts import uniform_grad_flags
 
     world = models.cart_pole(theta0=0.7, batch_size=3, dtype=torch.float64)
     start = physics.initial_state(world)
