@@ -274,8 +274,8 @@ def test_batch_of_bouncing_balls_equals_single_runs():
 def test_forward_mode_equals_reverse_mode(world_fn):
     """Jacobian columns by forward-mode AD (jvp) equal reverse mode's through a jointed rollout.
 
-    Forward mode is how `diffcam.fit_scene(optimizer="lm")` gets Jacobians; the joint solve's
-    SPD inverse had a wrong forward derivative through torch.cholesky_inverse.
+    Forward mode is how `diffcam.fit_scene` with `Schedule(optimizer="lm")` gets Jacobians; the
+    joint solve's SPD inverse had a wrong forward derivative through torch.cholesky_inverse.
     """
     from torch.autograd import forward_ad
 
