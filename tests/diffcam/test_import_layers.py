@@ -93,3 +93,43 @@ def test_no_name_hides_a_submodule():
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+PUBLIC_FACES = [
+    "diffcam",
+    "physics",
+    "diffcam.fit",
+    "diffcam.identify",
+    "diffcam.imaging",
+    "diffcam.video",
+    "diffcam.renderer",
+    "diffcam.scene",
+]
+
+
+def test_public_faces_declare_all_they_export():
+    """Each package's ``__all__`` names exactly its public attributes (its submodules aside)."""
+    import __future__
+
+    import importlib
+    import types
+
+    for name in PUBLIC_FACES:
+        package = importlib.import_module(name)
+        public = {
+            attr
+            for attr, value in vars(package).items()
+            if not attr.startswith("_")
+            and not (isinstance(value, types.ModuleType) and value.__name__ == f"{name}.{attr}")
+            and not isinstance(value, __future__._Feature)
+        }
+        declared = set(package.__all__)
+        assert declared <= set(vars(package)), (name, declared - set(vars(package)))
+        assert public <= declared, (name, sorted(public - declared))
+
+
+def test_physics_keeps_solver_parts_out_of_its_namespace():
+    import physics
+
+    for internal in ("joint_frames", "axis_rows", "find_contacts", "quat_to_matrix"):
+        assert not hasattr(physics, internal), internal

@@ -13,13 +13,14 @@ import pytest
 import torch
 
 import physics
+from physics.joints import joint_frames
 from tests.physics import models
 from tests.physics.reference import physical_pendulum
 
 
 def _joint_gap(world, trajectory):
     """Largest anchor separation (m) and hinge-axis misalignment over a trajectory."""
-    frames = physics.joint_frames(
+    frames = joint_frames(
         world, trajectory.position.flatten(0, 1), trajectory.rotation.flatten(0, 1)
     )
     gap = (frames.child_anchor - frames.parent_anchor).norm(dim=-1).max()

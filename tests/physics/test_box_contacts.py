@@ -9,6 +9,7 @@ import torch
 import physics
 from physics.contact_box import box_box
 from physics.contact_box_segment import box_segment
+from physics.contacts import find_contacts
 from tests.physics.test_gradients import finite_difference_check
 
 G = 9.81
@@ -121,7 +122,7 @@ def test_candidates_follow_shapes_collide_and_joints():
     ]
     assert box_pairs == [("box", "can")]
     assert segment_pairs == [("box", "ball"), ("can", "ball")]
-    contacts = physics.find_contacts(world, world.initial_position, world.initial_rotation)
+    contacts = find_contacts(world, world.initial_position, world.initial_rotation)
     padded = ~contacts.valid
     assert padded.any() and (contacts.distance[padded] == 1e3).all()
 
@@ -155,7 +156,7 @@ def test_five_box_stack_stands_for_10_s():
     trajectory = physics.rollout(world, physics.initial_state(world), 1000)
     top = trajectory.position[:, 0, -1] - world.initial_position[0, -1]
     assert top.norm(dim=-1).max().item() < 0.01  # measured 3.8e-3 m
-    contacts = physics.find_contacts(world, trajectory.position[-1], trajectory.rotation[-1])
+    contacts = find_contacts(world, trajectory.position[-1], trajectory.rotation[-1])
     assert contacts.distance.min().item() > -1e-3
 
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import physics
-from physics.joints import equality_rows
+from physics.joints import equality_rows, joint_frames
+from physics.rollouts import assert_finite
 from tests.physics import models
 
 
@@ -119,11 +120,11 @@ def test_non_finite_state_names_step_and_body(field, value):
     world = models.ball_on_floor(height=1.0)
     state = physics.initial_state(world)
     trajectory = physics.rollout(world, state, 3, check_finite=False)
-    physics.assert_finite(world, trajectory)  # finite: no error
+    assert_finite(world, trajectory)  # finite: no error
     broken = trajectory.replace(**{field: getattr(trajectory, field).clone()})
     getattr(broken, field)[2, 0, 1, 0] = value
     with pytest.raises(physics.SimulationError, match=r"step 2 .*body 'ball'"):
-        physics.assert_finite(world, broken)
+        assert_finite(world, broken)
 
 
 def test_checkpointed_rollout_gives_the_same_gradient():
@@ -221,7 +222,7 @@ def test_cart_pole_with_rail_limits_under_strong_force_stays_finite_and_limited(
     assert x.abs().max().item() < 1.0 + 0.015
     assert abs(x[-1, 1].item() - 1.0) < 3e-3  # pressed against the stop, it rests there
     for t in range(0, 301, 10):
-        frames = physics.joint_frames(world, trajectory.position[t], trajectory.rotation[t])
+        frames = joint_frames(world, trajectory.position[t], trajectory.rotation[t])
         _, error = equality_rows(world, frames)  # every joint row's position error (m, rad)
         assert error.abs().max().item() < 2e-3
     assert torch.isfinite(q).all()
