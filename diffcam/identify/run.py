@@ -249,7 +249,7 @@ class _Context:
         self.obs = observation
         self.keyset = keyset
         self.actions = actions
-        self.bodies = list(scene._dynamic)
+        self.bodies = list(scene.dynamic_bodies)
         self.times = observation.times.to(scene.dtype)
         self.exposure = exposure
         self.clean = torch.ones(len(observation), dtype=torch.bool)
@@ -561,7 +561,7 @@ def identify(
         loaded = _scene_at(scene, obs.size)
     except SceneError as error:
         raise IdentifyError(str(error)) from None
-    if not loaded._dynamic:
+    if not loaded.dynamic_bodies:
         raise IdentifyError(
             f"{loaded.path}: no drawn moving body: the scene must describe the moving bodies "
             "the video shows (static = false, visible = true)"

@@ -18,7 +18,6 @@ time, since the renderer takes one texture per body per call.
 
 from __future__ import annotations
 
-import copy
 from types import SimpleNamespace
 
 import torch
@@ -69,7 +68,7 @@ class RandomizedScene:
         self.params = params
         self.randomization = randomization
         dtype, device = scene.dtype, scene.device
-        self._p = {k: v.to(device) for k, v in params._tensors().items()}
+        self._p = {k: v.to(device) for k, v in params.tensors().items()}
         self._p = {k: v.to(dtype) if v.is_floating_point() else v for k, v in self._p.items()}
         self.camera = self._camera()
         self._make_views()
@@ -237,19 +236,14 @@ class RandomizedScene:
         self._transform = self._color_transform()
         self._background_cache = None
         self._arguments = {}
-        batched = copy.copy(self.base)
-        batched.camera = self.camera
-        batched._layer_cache = None
-        self._batched = batched
+        self._batched = self.base.view(camera=self.camera)
         self._episode_views = {}
         for b in range(self.base.batch_size):
             prims = self._procedural_primitives(b)
             if prims is not None:
-                view = copy.copy(self.base)
-                view.primitives = prims
-                view.camera = self._camera_of(b)
-                view._layer_cache = None
-                self._episode_views[b] = view
+                self._episode_views[b] = self.base.view(self._camera_of(b), prims)
+        # a state of batch 1 is drawn as episode 0, through a view of its own (and its cache)
+        self._first_view = self._episode_views.get(0, self.base).view(self._camera_of(0))
 
     @property
     def lighting(self):
@@ -320,12 +314,9 @@ class RandomizedScene:
             )
         s = int(kwargs.get("supersample", 1))
         if n == 1:
-            view = copy.copy(self._episode_views.get(0, self.base))
-            view.camera = self._camera_of(0)
-            view._layer_cache = getattr(self, "_first_cache", None)
+            view = self._first_view
             kw = {**self._episode_arguments(slice(0, 1), s), **kwargs}
             out = view.render_buffers(state, **kw) if buffers else view.render(state, **kw)
-            self._first_cache = view._layer_cache
             return out, [0]
         kw = {**self._episode_arguments(slice(None), s), **kwargs}
         batched = self._batched

@@ -257,12 +257,12 @@ def test_scatter_in_threads_equals_one_scatter():
     idx = [torch.randint(0, n_texels, (B, P), generator=g, dtype=torch.int32) for _ in range(4)]
     ax, ay = torch.rand(B, P, generator=g), torch.rand(B, P, generator=g)
     gc = torch.randn(B, 3, P, generator=g)
-    scatter = render_module._scatter_texels
+    scatter = render_module.scatter_texels
     one = scatter(idx, ax, ay, gc, n_texels)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(3)
-        split = render_module._scatter_in_threads(scatter, idx, ax, ay, gc, n_texels)
+        split = render_module.scatter_in_threads(scatter, idx, ax, ay, gc, n_texels)
     finally:
         torch.set_num_threads(threads)
     assert one.abs().sum() > 0

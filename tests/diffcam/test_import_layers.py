@@ -133,3 +133,21 @@ def test_physics_keeps_solver_parts_out_of_its_namespace():
 
     for internal in ("joint_frames", "axis_rows", "find_contacts", "quat_to_matrix"):
         assert not hasattr(physics, internal), internal
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """What one module of diffcam or physics takes from another has a public name there (a
+    package-internal interface); names with a leading underscore stay in their module."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for package in ("diffcam", "physics"):
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                    private = [a.name for a in node.names if a.name.startswith("_")]
+                    if private:
+                        found.append(f"{path.relative_to(root)}:{node.lineno}: {private}")
+    assert not found, found

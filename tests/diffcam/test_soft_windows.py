@@ -1,5 +1,5 @@
 """Soft edges evaluate each primitive only inside a pixel window where its coverage can exceed
-sigmoid(-_SOFT_TAIL): images and gradients must equal the full evaluation (every primitive at
+sigmoid(-SOFT_TAIL): images and gradients must equal the full evaluation (every primitive at
 every pixel, obtained here with an infinite tail) to within that bound."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 import diffcam
 from diffcam.renderer import reach as reach_mod
 from diffcam.renderer import silhouettes as render_mod
-from diffcam.renderer.frame import _local_dirs
+from diffcam.renderer.frame import local_dirs
 from diffcam.scene import SCENES_DIR
 
 from ._common import axis_angle, smooth_texture
@@ -47,7 +47,7 @@ def _check(run, leaves, monkeypatch, dtype, weights):
     img = run()
     grads = torch.autograd.grad((img * weights).sum(), leaves)
     with monkeypatch.context() as m:  # every primitive at every pixel
-        m.setitem(render_mod._SOFT_TAIL, dtype, math.inf)
+        m.setitem(render_mod.SOFT_TAIL, dtype, math.inf)
         ref = run()
         ref_grads = torch.autograd.grad((ref * weights).sum(), leaves)
     torch.testing.assert_close(img, ref, rtol=0, atol=ATOL[dtype])
@@ -219,7 +219,7 @@ def test_candidates_hold_every_near_pixel(kind, margin):
     cand = reach_mod.candidates(f, margin)[0]
     marked = _marked(cand, B, H * W)
     assert cand.valid.sum(1).equal(marked.sum(1))  # no pixel listed twice
-    d = _local_dirs(f.A, f.dxp, f.dyp).reshape(B, 1, -1, 3)
+    d = local_dirs(f.A, f.dxp, f.dyp).reshape(B, 1, -1, 3)
     fx1, fy1 = f.fx.unsqueeze(1), f.fy.unsqueeze(1)
     sd, _, _ = silhouette_distance(f.codes[0], f.o, d, f.h, f.A, fx1, fy1, 0.5 * (fx1 + fy1))
     near = (sd > -margin).view(B, H * W)

@@ -206,7 +206,7 @@ def test_scene_cache_equals_full_render_pendulum_cart(dtype, kw):
         cached = scene.render_buffers(state, **kw)
         assert scene._layer_cache is not None
         _assert_same_buffers(cached, full, atol)
-    for i in scene._static:  # the static bodies are drawn and keep their ids
+    for i in scene.static_bodies:  # the static bodies are drawn and keep their ids
         assert (full.object_id == i).any()
     torch.testing.assert_close(scene.render(state, **kw), full.image, rtol=0, atol=atol)
 
@@ -254,7 +254,7 @@ def test_scene_cache_gradients_equal_full_render(dtype):
         w = torch.linspace(0, 1, img_sim.numel(), dtype=dtype).view_as(img_sim)
         g_sim = torch.autograd.grad((img_sim * w).sum(), (mass, damping, stripes))
         g_pose = torch.autograd.grad((img_posed * w).sum(), (rot, pos))
-        results.append((g_sim, tuple(g[:, scene._dynamic] for g in g_pose)))
+        results.append((g_sim, tuple(g[:, scene.dynamic_bodies] for g in g_pose)))
     tol = {"rtol": 1e-4, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-9, "atol": 1e-12}
     for a, b in zip(results[0][0] + results[0][1], results[1][0] + results[1][1], strict=True):
         assert a.abs().sum() > 0
@@ -350,7 +350,7 @@ def test_scene_output_never_aliases_the_cached_layer():
     """Nothing moving in view at batch size 1: the image is the layer's pixels, but a copy."""
     scene, state = _pendulum_cart(torch.float64, batch_size=1, steps=0)
     pos = state.position.clone()
-    pos[:, scene._dynamic, 2] += 100.0  # far above the camera's view
+    pos[:, scene.dynamic_bodies, 2] += 100.0  # far above the camera's view
     away = state.replace(position=pos)
     first = scene.render(away)
     assert (scene.render_buffers(away).object_id >= 0).all()  # static bodies fill the view

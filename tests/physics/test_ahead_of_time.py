@@ -307,5 +307,5 @@ def test_forward_mode_ad_is_not_served():
         dual = forward_ad.make_dual(action, torch.ones_like(action))
         assert ahead_of_time.aot_reduced_step(world, state, dual) is None
     seen = []
-    torch.func.vmap(lambda a: seen.append(ahead_of_time._plain_reverse_mode()) or a)(action)
+    torch.func.vmap(lambda a: seen.append(ahead_of_time.plain_reverse_mode()) or a)(action)
     assert seen == [False]
