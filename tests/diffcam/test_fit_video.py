@@ -256,7 +256,6 @@ def test_times_out_of_order_name_the_entries_the_cause_and_the_fix():
         fit_scene(_scene(), video, keys, runtime=Runtime(progress=False))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_actions_that_exactly_cover_the_video_are_enough(dtype):
     """(T - 1) * frame_every actions cover frames every frame_every steps, whatever rounding
     the frame times in the scene's dtype have (in float32 the frame at 20 * 0.02 s is at

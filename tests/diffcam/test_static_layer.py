@@ -194,7 +194,6 @@ def _assert_same_buffers(a, b, atol):
     assert torch.equal(a.object_id, b.object_id)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("kw", [{}, {"supersample": 2}, {"backend": "compile"}])
 def test_scene_cache_equals_full_render_pendulum_cart(dtype, kw):
     kw = {"edge_softness": 0, **kw}  # hard edges: the layer split is exact
@@ -231,7 +230,6 @@ def test_scene_render_is_the_image_of_render_buffers(edge_softness):
         torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_scene_cache_gradients_equal_full_render(dtype):
     """Gradients to the moving bodies' poses, to a texture only they wear and to physical
     overrides (through the simulation) are those of the full render (hard edges, where the
@@ -309,7 +307,6 @@ def _behind_scene(scene_tools, tmp_path, dtype):
     return scene, state.replace(position=pos)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_scene_cache_moving_body_behind_a_static_one(scene_tools, tmp_path, dtype):
     scene, state = _behind_scene(scene_tools, tmp_path, dtype)
     atol = 1e-6 if dtype == torch.float32 else 1e-12

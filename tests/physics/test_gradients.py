@@ -203,7 +203,6 @@ def test_no_nan_gradient_at_degenerate_states(world_fn):
 
 
 @COORDINATES
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_batch_equals_single_runs(dtype, coordinates):
     masses = torch.tensor([0.1, 0.3, 0.7], dtype=dtype)
     angles = [0.2, -1.0, 2.5]

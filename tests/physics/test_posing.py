@@ -166,7 +166,6 @@ def test_no_nan_gradient_at_a_zero_start():
     assert all(torch.isfinite(g).all() for g in grads)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_batch_of_starts_equals_single_starts(dtype):
     starts = torch.tensor([0.1, -0.4, 1.2], dtype=dtype)
     rates = torch.tensor([0.0, 0.5, -1.0], dtype=dtype)
