@@ -13,6 +13,9 @@ from diffcam.renderer import api as render_api
 
 from ._common import FACING_FRONT, axis_angle, front_camera, smooth_texture
 
+# the fast path is torch.compile'd (the fallback cases compile nothing but share its fixtures)
+pytestmark = pytest.mark.compile
+
 F64 = torch.float64
 B, H, W = 3, 10, 12
 

@@ -130,6 +130,7 @@ def test_unknown_key_path_is_a_scene_error(scene_and_frames):
         )
 
 
+@pytest.mark.slow
 def test_pyramid_initial_state_and_video_file(scene_and_frames, tmp_path):
     path, observed = scene_and_frames
     video = tmp_path / "observed.gif"

@@ -313,6 +313,7 @@ def test_checkpoint_resumes_where_it_stopped(tmp_path):
         fit_scene(_scene(), frames, {"joints.pivot.velocity": {"init": 0.0}}, **kw)
 
 
+@pytest.mark.slow
 def test_realistic_clip_from_ten_percent_off():
     """The bundled clip (not our renderer: an ellipsoidal two-coloured bob, string, shadow,
     clutter, blur, noise, gamma, H.264), its first 4 s at 160 x 90 every other frame: from a

@@ -67,6 +67,9 @@ def _layer_then_moving(cam, static, s_rot, s_pos, moving, m_rot, m_pos, **kw):
     return out._replace(object_id=oid), layer
 
 
+COMPILE = pytest.mark.compile  # the compiled fast path: torch.compile builds its graphs
+
+
 def _full(cam, static, s_rot, s_pos, moving, m_rot, m_pos, **kw):
     rot = torch.cat([s_rot.expand(m_rot.shape[0], -1, -1, -1), m_rot], 1)
     pos = torch.cat([s_pos.expand(m_pos.shape[0], -1, -1), m_pos], 1)
@@ -79,7 +82,7 @@ def _full(cam, static, s_rot, s_pos, moving, m_rot, m_pos, **kw):
     [
         {},
         {"lighting": diffcam.Lighting()},
-        {"lighting": diffcam.Lighting(), "backend": "compile"},
+        pytest.param({"lighting": diffcam.Lighting(), "backend": "compile"}, marks=COMPILE),
         {"supersample": 2},
         {"mipmap": True},
         {"max_chunk_elements": 500},
@@ -194,7 +197,9 @@ def _assert_same_buffers(a, b, atol):
     assert torch.equal(a.object_id, b.object_id)
 
 
-@pytest.mark.parametrize("kw", [{}, {"supersample": 2}, {"backend": "compile"}])
+@pytest.mark.parametrize(
+    "kw", [{}, {"supersample": 2}, pytest.param({"backend": "compile"}, marks=COMPILE)]
+)
 def test_scene_cache_equals_full_render_pendulum_cart(dtype, kw):
     kw = {"edge_softness": 0, **kw}  # hard edges: the layer split is exact
     scene, state = _pendulum_cart(dtype)

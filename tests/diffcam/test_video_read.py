@@ -710,6 +710,7 @@ def test_video_error_pickles():
 
 
 # --------------------------------------------------------------------------- memory
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from /proc")
 def test_peak_memory_stays_near_the_output_size(tmp_path):
     """5 s of 1280 x 720 at 60 fps read at 160 x 90: the peak RSS rises far less than the

@@ -11,6 +11,9 @@ from physics import ahead_of_time
 from physics.articulated import reduced_step
 from tests.physics import models
 
+# every test here builds (or loads, or fails to build) ahead-of-time compiled libraries
+pytestmark = pytest.mark.compile
+
 
 def _world(batch: int, dtype=torch.float32):
     """The reduced cart-pole with a welded tip and rail stops (the compiled-step tests' model)."""

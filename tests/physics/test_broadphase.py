@@ -69,11 +69,13 @@ def _counted_rows(monkeypatch) -> list[int]:
 # gradients by up to 3e-5 of their largest at step 30): a shorter horizon and wider tolerances.
 # The throws have one candidate (ball and floor): nothing to leave out.
 SCENES = [
-    ("tests/data/scenes/incline.toml", 300, 1e-9, 1e-7, True),
+    pytest.param("tests/data/scenes/incline.toml", 300, 1e-9, 1e-7, True, marks=pytest.mark.slow),
     ("tests/data/scenes/bounce.toml", 300, 1e-9, 1e-7, True),
     ("tests/data/scenes/throw.toml", 300, 1e-9, 1e-7, False),
-    ("diffcam/data/scenes/box_stack.toml", 30, 1e-4, 1e-3, True),
-    ("diffcam/data/scenes/tumble.toml", 200, 1e-9, 1e-7, True),
+    pytest.param(
+        "diffcam/data/scenes/box_stack.toml", 30, 1e-4, 1e-3, True, marks=pytest.mark.slow
+    ),
+    pytest.param("diffcam/data/scenes/tumble.toml", 200, 1e-9, 1e-7, True, marks=pytest.mark.slow),
     ("diffcam/data/scenes/ball_throw.toml", 200, 1e-9, 1e-7, False),
 ]
 
@@ -237,6 +239,7 @@ def _hinged_paddle(batch_size=1):
     return physics.build_world(spec, batch_size=batch_size, dtype=F64)
 
 
+@pytest.mark.slow
 def test_joints_with_contacts_equal_without_broadphase(monkeypatch):
     counts = _counted_rows(monkeypatch)
     spin = torch.tensor([[0.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, -1.0, 0.0]], dtype=F64)

@@ -316,6 +316,7 @@ def _cart_pole_five_steps(step, coordinates, actions):
     return (state, *torch.autograd.grad(loss, (actions, start_velocity)))
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("coordinates", ["maximal", "reduced"])
 def test_compiled_step_matches_eager_step(coordinates):
     """Values and gradients. torch.compile takes another path for the joint solve (Gauss-Jordan
@@ -349,6 +350,7 @@ def test_convention_step_returns_the_initial_state_layout(coordinates):
         assert a.shape == b.shape and a.stride() == b.stride() and a.is_contiguous()
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("coordinates", ["maximal", "reduced"])
 def test_compiled_step_does_not_recompile_for_a_new_batch_size(coordinates):
     """One compiled graph per world structure and grad mode serves every batch size (the batch
@@ -377,6 +379,7 @@ def test_compiled_step_does_not_recompile_for_a_new_batch_size(coordinates):
             torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
 
 
+@pytest.mark.compile
 def test_compiled_step_after_another_world_structure():
     """A second world structure compiles a graph of its own with only the batch axis dynamic:
     Dynamo's automatic dynamic shapes once made the body count symbolic there, and that
@@ -400,6 +403,7 @@ def test_compiled_step_after_another_world_structure():
     torch.testing.assert_close(runs[0], runs[1], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.compile
 def test_compiled_step_gradients_to_world_parameters_match_eager():
     """Gradients to the world's own tensors (masses, sizes, damping, gravity: what system
     identification fits) through the compiled step of a reduced world, against eager, over 1
@@ -449,6 +453,7 @@ def test_convention_a_cart_pressed_against_its_stop_is_solved_in_one_sweep(dtype
         torch.testing.assert_close(a, b, atol=tolerance, rtol=0)
 
 
+@pytest.mark.compile
 def test_convention_compiled_step_aligns_the_start_state_grad_flags():
     """`uniform_grad_flags`: with grad enabled and any input requiring grad, every state
     tensor requires grad (as every step output then does, so a compiled rollout from
