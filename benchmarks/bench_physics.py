@@ -26,6 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import physics  # noqa: E402
+from physics.contacts import find_contacts  # noqa: E402
 from tests.physics.models import cart_pole  # noqa: E402
 
 BOX_STACK = "box_stack"  # the bundled scene, loaded by its name
@@ -182,7 +183,7 @@ def _median_ms(run, repeats: int, calls: int) -> float:
 
 
 def box_stack(batch: int, steps: int = 20, repeats: int = 7) -> list[dict]:
-    """`physics.find_contacts` on the box-stack scene (15 box-box pairs, 48 box-plane corner
+    """`physics.contacts.find_contacts` on the box-stack scene (15 box-box pairs, 48 box-plane corner
     candidates), and a `steps`-step rollout forward and forward+backward (the gradient of the
     final positions with respect to the initial velocities)."""
     import diffcam  # the scene loader; physics itself never imports diffcam
@@ -192,7 +193,7 @@ def box_stack(batch: int, steps: int = 20, repeats: int = 7) -> list[dict]:
     common = {"B": batch, "box_pairs": len(world.box_contact_a), "threads": torch.get_num_threads()}
     with torch.no_grad():
         contacts_ms = _median_ms(
-            lambda: physics.find_contacts(world, state.position, state.rotation), repeats, 20
+            lambda: find_contacts(world, state.position, state.rotation), repeats, 20
         )
     results = [{"bench": "box_stack_find_contacts", **common, "ms_per_call": contacts_ms}]
     for backward in (False, True):

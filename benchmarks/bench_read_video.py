@@ -61,8 +61,8 @@ RECORD = Recorder("read_video")  # benchmarks/results/read_video.jsonl with --re
 BREAKDOWN = r"""
 import json, resource, statistics, sys, time
 import av, torch, torch.nn.functional as F
-from diffcam.video.frames import _geometry
-from diffcam.video.yuv import _yuv_plan
+from diffcam.video.frames import output_geometry
+from diffcam.video.yuv import yuv_plan
 torch.set_num_threads(1)
 clip, frames, repeats = sys.argv[1], int(sys.argv[2]) or None, int(sys.argv[3])
 def cpu():
@@ -80,8 +80,8 @@ def run(step):
                 break
             if out is None:
                 out = torch.empty((frames or s.frames, 3, f.height // 8, f.width // 8))
-                geom = _geometry(clip, (f.width, f.height), None, (f.width // 8, None))
-                plan = _yuv_plan(f, 0, None, geom, torch.float32)
+                geom = output_geometry(clip, (f.width, f.height), None, (f.width // 8, None))
+                plan = yuv_plan(f, 0, None, geom, torch.float32)
             if step == "decode+yuv":
                 plan.store(f, 0, out[n])
             elif step not in ("decode", "decode_1_thread"):

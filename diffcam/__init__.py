@@ -1,35 +1,65 @@
 """diffcam: a differentiable pinhole ray-caster (and scene layer) in plain PyTorch."""
 
-from . import debug as debug
-from . import imaging as imaging
-from .camera import PinholeCamera as PinholeCamera
-from .errors import SceneError as SceneError
-from .fit import FitError as FitError
-from .fit import FitResult as FitResult
-from .fit import fit_scene as fit_scene
-from .fit import render_rollout as render_rollout
-from .formation import ImageModel as ImageModel
-from .formation import estimate_color as estimate_color
-from .formation import render_video as render_video
-from .policy import PixelPolicy as PixelPolicy
-from .policy import PixelRollout as PixelRollout
-from .policy import PolicyRollout as PolicyRollout
-from .policy import StatePolicy as StatePolicy
-from .policy import pixel_observer as pixel_observer
-from .policy import pixel_rollout as pixel_rollout
-from .policy import policy_rollout as policy_rollout
-from .policy import push_frame as push_frame
-from .primitives import Primitive as Primitive
-from .render import ANTIALIAS as ANTIALIAS
-from .render import DEFAULT_EDGE_SOFTNESS as DEFAULT_EDGE_SOFTNESS
-from .render import Lighting as Lighting
-from .render import RenderBuffers as RenderBuffers
-from .render import render as render
-from .render import render_buffers as render_buffers
-from .scene import Scene as Scene
-from .scene import load_scene as load_scene
-from .textures import sample_texture as sample_texture
-from .video import Video as Video
-from .video import VideoError as VideoError
-from .video import read_video as read_video
-from .video import write_video as write_video
+from . import debug, imaging
+from .camera import PinholeCamera
+from .errors import SceneError
+from .fit import FitError, FitResult, fit_scene, render_rollout
+from .formation import ImageModel, estimate_color, render_video
+from .policy import (
+    PixelPolicy,
+    PixelRollout,
+    PolicyRollout,
+    StatePolicy,
+    pixel_observer,
+    pixel_rollout,
+    policy_rollout,
+    push_frame,
+)
+from .primitives import Primitive
+from .renderer import (
+    ANTIALIAS,
+    DEFAULT_EDGE_SOFTNESS,
+    Lighting,
+    RenderBuffers,
+    render,
+    render_buffers,
+)
+from .scene import Scene, load_scene
+from .textures import sample_texture
+from .video import Video, VideoError, read_video, write_video
+
+__all__ = [
+    "debug",
+    "imaging",
+    "PinholeCamera",
+    "SceneError",
+    "FitError",
+    "FitResult",
+    "fit_scene",
+    "render_rollout",
+    "ImageModel",
+    "estimate_color",
+    "render_video",
+    "PixelPolicy",
+    "PixelRollout",
+    "PolicyRollout",
+    "StatePolicy",
+    "pixel_observer",
+    "pixel_rollout",
+    "policy_rollout",
+    "push_frame",
+    "Primitive",
+    "ANTIALIAS",
+    "DEFAULT_EDGE_SOFTNESS",
+    "Lighting",
+    "RenderBuffers",
+    "render",
+    "render_buffers",
+    "Scene",
+    "load_scene",
+    "sample_texture",
+    "Video",
+    "VideoError",
+    "read_video",
+    "write_video",
+]

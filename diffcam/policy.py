@@ -20,7 +20,7 @@ from torch.utils.checkpoint import checkpoint
 
 import physics
 
-from .render.api import DEFAULT_EDGE_SOFTNESS
+from .renderer.api import DEFAULT_EDGE_SOFTNESS
 
 __all__ = [
     "Observer",

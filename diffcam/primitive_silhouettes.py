@@ -6,7 +6,7 @@ exact distances to the projected edge lines (the minimum over the silhouette edg
 inside, a slight under-estimate outside near corners); spheres and capsules the ray's closest
 approach to the centre / axis segment, scaled by focal / depth; cylinders combine both caps'
 ellipses with the side strip; infinite planes the horizon. The renderer's fast soft path
-(`render.geometry`, `render.surface`, `render.reach`) computes the same quantities by components; the tests
+(`renderer.geometry`, `renderer.surface`, `renderer.reach`) computes the same quantities by components; the tests
 check it against this module.
 """
 
@@ -15,17 +15,17 @@ from __future__ import annotations
 import torch
 
 from ._safe import safe_div, safe_sqrt, tiny
-from .primitives import _BIG, BOX, CAPSULE, CYLINDER, PLANE, RECT, SPHERE, _dot, _eps_t, intersect
+from .primitives import BIG, BOX, CAPSULE, CYLINDER, PLANE, RECT, SPHERE, dot, eps_t, intersect
 
 __all__ = ["silhouette_distance", "silhouette_lines"]
 
 
-def _edge_lines(o, starts, dirs, centre_sign_ref, A, fx, fy):
+def edge_lines(o, starts, dirs, centre_sign_ref, A, fx, fy):
     """The image lines of edge planes: oriented local normals n (B, K, E, 3), camera-frame
-    normals n_cam (B, K, E, 3) and pixel-gradient norms (B, K, E), as `_edge_planes_sd`
+    normals n_cam (B, K, E, 3) and pixel-gradient norms (B, K, E), as `edge_planes_sd`
     uses them (``n . d / norm`` is the signed pixel distance to edge e's line)."""
     n = torch.linalg.cross(starts - o.unsqueeze(2), dirs.expand_as(starts), dim=-1)  # (B,K,E,3)
-    s = torch.sign(_dot(n, centre_sign_ref.unsqueeze(2) - o.unsqueeze(2)))
+    s = torch.sign(dot(n, centre_sign_ref.unsqueeze(2) - o.unsqueeze(2)))
     n = n * torch.where(s == 0, 1.0, s).unsqueeze(-1)
     n_cam = (n.unsqueeze(-2) @ A.unsqueeze(2)).squeeze(-2)  # A^T n as a row product
     gx = n_cam[..., 0] / fx.unsqueeze(-1)
@@ -35,7 +35,7 @@ def _edge_lines(o, starts, dirs, centre_sign_ref, A, fx, fy):
     return n, n_cam, norm
 
 
-def _edge_planes_sd(o, d, starts, dirs, centre_sign_ref, active, A, fx, fy):
+def edge_planes_sd(o, d, starts, dirs, centre_sign_ref, active, A, fx, fy):
     """Signed pixel distance to the projection of a convex cone bounded by edge planes.
 
     Each edge (a 3-D line through ``starts[e]`` along ``dirs[e]``, local frame) spans a plane
@@ -48,14 +48,14 @@ def _edge_planes_sd(o, d, starts, dirs, centre_sign_ref, active, A, fx, fy):
     Shapes: o (B, K, 3); d (B, K, P, 3); starts, dirs (B, K, E, 3); active (B, K, E) bool;
     A (B, K, 3, 3) local_from_camera rotation; fx, fy (B, 1).
     """
-    n, _, norm = _edge_lines(o, starts, dirs, centre_sign_ref, A, fx, fy)
+    n, _, norm = edge_lines(o, starts, dirs, centre_sign_ref, A, fx, fy)
     val = d @ n.transpose(-1, -2)  # (B, K, P, E): n_e . d, a matmul (not a (P, E, 3) product)
     sd = val / norm.unsqueeze(2)
-    sd = torch.where(active.unsqueeze(2), sd, _BIG)
+    sd = torch.where(active.unsqueeze(2), sd, BIG)
     return sd.amin(-1)
 
 
-def _rect_edges(o, h):
+def rect_edges(o, h):
     """A rectangle's 4 edges: starts, dirs (B, K, 4, 3) local, all active (B, K, 4)."""
     hx, hy = h[..., 0], h[..., 1]
     zero = torch.zeros_like(hx)
@@ -68,7 +68,7 @@ def _rect_edges(o, h):
     return starts, dirs, active
 
 
-def _box_edges(o, h):
+def box_edges(o, h):
     """A box's 12 edges: starts, dirs (B, K, 12, 3) local, and whether each is on the
     silhouette seen from ``o`` (B, K, 12): for edge axis a, the other axes b, c at signs
     (sb, sc), active when exactly one of its two faces faces the camera."""
@@ -97,8 +97,8 @@ def silhouette_lines(code, o, h, A, fx, fy):
     (B, K, E) bool. At pixel (x, y) line e's signed distance (px) is
     ``(n_cam . ((x - cx) / fx, (y - cy) / fy, 1)) / norm``. Shapes: o, h (B, K, 3);
     A (B, K, 3, 3); fx, fy (B, 1)."""
-    starts, dirs, active = (_box_edges if code == BOX else _rect_edges)(o, h)
-    _, n_cam, norm = _edge_lines(o, starts, dirs, torch.zeros_like(o), A, fx, fy)
+    starts, dirs, active = (box_edges if code == BOX else rect_edges)(o, h)
+    _, n_cam, norm = edge_lines(o, starts, dirs, torch.zeros_like(o), A, fx, fy)
     return n_cam, norm, active
 
 
@@ -127,8 +127,8 @@ def silhouette_distance(code, o, d, h, A, fx, fy, f_mean, distance_only=False, w
         depth, point = (None, None) if distance_only else _planar_depth_point(oo, d)
     else:
         if code == BOX:
-            starts, dirs, active = _box_edges(o, h)
-            sd = _edge_planes_sd(o, d, starts, dirs, torch.zeros_like(o), active, A, fx, fy)
+            starts, dirs, active = box_edges(o, h)
+            sd = edge_planes_sd(o, d, starts, dirs, torch.zeros_like(o), active, A, fx, fy)
             closest = None
         elif code == SPHERE:
             sd, closest = _sphere_distance(oo, d, hh, f_mean)
@@ -149,16 +149,16 @@ def _planar_distance(code, o, d, h, A, fx, fy):
         norm = torch.where(norm > 0, norm, 1.0)
         side = -torch.sign(o[..., 2])
         return side.unsqueeze(-1) * d[..., 2] / norm.unsqueeze(-1)
-    starts, dirs, active = _rect_edges(o, h)
-    return _edge_planes_sd(o, d, starts, dirs, torch.zeros_like(o), active, A, fx, fy)
+    starts, dirs, active = rect_edges(o, h)
+    return edge_planes_sd(o, d, starts, dirs, torch.zeros_like(o), active, A, fx, fy)
 
 
 def _planar_depth_point(oo, d):
     """Depth and local point of the ray's crossing of the local z = 0 plane (far when it
     does not cross in front)."""
     t_pl = safe_div(-oo[..., 2], d[..., 2])
-    front = t_pl > _eps_t(d)
-    depth = torch.where(front, t_pl, _BIG)
+    front = t_pl > eps_t(d)
+    depth = torch.where(front, t_pl, BIG)
     point = oo + torch.where(front, t_pl, 0.0).unsqueeze(-1) * d
     return depth, point
 
@@ -167,11 +167,11 @@ def _sphere_distance(oo, d, hh, f_mean):
     """A sphere's signed distance and the ray's closest approach to its centre: sd (B, K, P),
     (t, point, in front) of the closest approach."""
     r = hh[..., 0]
-    tc = safe_div(-_dot(oo, d), _dot(d, d))
+    tc = safe_div(-dot(oo, d), dot(d, d))
     q = oo + tc.unsqueeze(-1) * d
-    front = tc > _eps_t(d)
+    front = tc > eps_t(d)
     tc_s = torch.where(front, tc, 1.0)
-    sd = torch.where(front, (r - safe_sqrt(_dot(q, q))) * f_mean.unsqueeze(-1) / tc_s, -_BIG)
+    sd = torch.where(front, (r - safe_sqrt(dot(q, q))) * f_mean.unsqueeze(-1) / tc_s, -BIG)
     return sd, (tc, q, front)
 
 
@@ -180,10 +180,10 @@ def _round_distance(code, oo, d, hh, f_mean):
     and the axis (z) line or segment; with that approach's (t, point, in front)."""
     r, hl = hh[..., 0], hh[..., 1]
     fm = f_mean.unsqueeze(-1)
-    eps = _eps_t(d)
-    a = _dot(d, d)
+    eps = eps_t(d)
+    a = dot(d, d)
     dx, dy, bz = d.unbind(-1)
-    dd = _dot(d, oo)
+    dd = dot(d, oo)
     ox, oy, oz = oo.unbind(-1)
     den = a - bz * bz  # a*c - b^2 with c = |e_z|^2 = 1
     z_line = safe_div(a * oz - bz * dd, den)
@@ -191,12 +191,12 @@ def _round_distance(code, oo, d, hh, f_mean):
     t_seg = safe_div(z_seg * bz - dd, a)
     q = oo + t_seg.unsqueeze(-1) * d
     axis_pt = torch.stack([torch.zeros_like(z_seg), torch.zeros_like(z_seg), z_seg], -1)
-    dist = safe_sqrt(_dot(q - axis_pt, q - axis_pt))
+    dist = safe_sqrt(dot(q - axis_pt, q - axis_pt))
     front = t_seg > eps
     t_s = torch.where(front, t_seg, 1.0)
-    sd = torch.where(front, (r - dist) * fm / t_s, -_BIG)
+    sd = torch.where(front, (r - dist) * fm / t_s, -BIG)
     if code == CYLINDER:
-        sd_between = torch.where(front, (hl - z_line.abs()) * fm / t_s, -_BIG)
+        sd_between = torch.where(front, (hl - z_line.abs()) * fm / t_s, -BIG)
         sd = torch.minimum(sd, sd_between)
         for zc in (hl, -hl):
             tcap = safe_div(zc - oz, bz)
@@ -204,7 +204,7 @@ def _round_distance(code, oo, d, hh, f_mean):
             tcap_s = torch.where(ok, tcap, 1.0)
             px = ox + tcap_s * dx
             py = oy + tcap_s * dy
-            sd_cap = torch.where(ok, (r - safe_sqrt(px * px + py * py)) * fm / tcap_s, -_BIG)
+            sd_cap = torch.where(ok, (r - safe_sqrt(px * px + py * py)) * fm / tcap_s, -BIG)
             sd = torch.maximum(sd, sd_cap)
     return sd, (t_seg, q, front)
 
@@ -214,12 +214,12 @@ def _depth_point(oo, d, t_hit, hit, closest):
     ray's closest approach (``closest`` = (t, point, in front); None for a box: the closest
     approach to its centre)."""
     if closest is None:
-        tc = safe_div(-_dot(oo, d), _dot(d, d))
-        front = tc > _eps_t(d)
-        depth = torch.where(hit, t_hit, torch.where(front, tc, _BIG))
+        tc = safe_div(-dot(oo, d), dot(d, d))
+        front = tc > eps_t(d)
+        depth = torch.where(hit, t_hit, torch.where(front, tc, BIG))
         point = oo + torch.where(hit, t_hit, tc.clamp(min=0)).unsqueeze(-1) * d
         return depth, point
     t, q, front = closest
-    depth = torch.where(hit, t_hit, torch.where(front, t, _BIG))
+    depth = torch.where(hit, t_hit, torch.where(front, t, BIG))
     point = torch.where(hit.unsqueeze(-1), oo + t_hit.unsqueeze(-1) * d, q)
     return depth, point

@@ -49,7 +49,7 @@ KINDS = {
     "cylinder": CYLINDER,
     "capsule": CAPSULE,
 }
-_BIG = 1e30  # finite "no hit" depth / "far inside" distance; fits float32
+BIG = 1e30  # finite "no hit" depth / "far inside" distance; fits float32
 
 
 class Primitive:
@@ -143,11 +143,11 @@ class Primitive:
 
 
 # ---------------------------------------------------------------------------- intersection
-def _eps_t(x: torch.Tensor) -> float:
+def eps_t(x: torch.Tensor) -> float:
     return 1e-9 if x.dtype == torch.float64 else 1e-5
 
 
-def _dot(a, b):
+def dot(a, b):
     """Dot products over the last axis (of 3). Recorded for autograd, one product and a sum
     (two nodes); otherwise by components, which is faster on CPU than a sum over a last axis
     of 3 (and slower in the backward: each component's gradient is a buffer of its own)."""
@@ -165,7 +165,7 @@ def _nearest_root(a, b, c):
     a_s = torch.where(a > tiny(a), a, 1.0)
     t0 = (-b - sq) / a_s
     t1 = (-b + sq) / a_s
-    eps = _eps_t(a)
+    eps = eps_t(a)
     t = torch.where(t0 > eps, t0, t1)
     return t, (disc > 0) & (a > tiny(a)) & (t > eps)
 
@@ -180,10 +180,10 @@ def _both_roots(a, b, c):
 
 def _min_valid(cands, valids):
     """Smallest valid candidate -> (t, any_valid); gradients flow to the chosen candidate."""
-    big = torch.full_like(cands[0], _BIG)
+    big = torch.full_like(cands[0], BIG)
     stacked = torch.stack([torch.where(v, c, big) for c, v in zip(cands, valids, strict=True)])
     t = stacked.amin(0)
-    hit = t < 0.5 * _BIG
+    hit = t < 0.5 * BIG
     return torch.where(hit, t, 1.0), hit
 
 
@@ -199,7 +199,7 @@ def intersect(code: int, o: torch.Tensor, d: torch.Tensor, h: torch.Tensor):
         t: (...) ray parameter of the hit (finite dummy 1 where missed).
         hit: (...) bool.
     """
-    eps = _eps_t(d)
+    eps = eps_t(d)
     ox, oy, oz = o.unbind(-1)
     dx, dy, dz = d.unbind(-1)
     if code in (PLANE, RECT):
@@ -210,7 +210,7 @@ def intersect(code: int, o: torch.Tensor, d: torch.Tensor, h: torch.Tensor):
         return torch.where(hit, t, 1.0), hit
     if code == SPHERE:
         r = h[..., 0]
-        t, hit = _nearest_root(_dot(d, d), _dot(o, d), _dot(o, o) - r * r)
+        t, hit = _nearest_root(dot(d, d), dot(o, d), dot(o, o) - r * r)
         return torch.where(hit, t, 1.0), hit
     if code == BOX:
         inv = safe_div(torch.ones_like(d), d)
@@ -238,10 +238,10 @@ def intersect(code: int, o: torch.Tensor, d: torch.Tensor, h: torch.Tensor):
                 cands.append(tc)
                 valids.append((tc > eps) & (px * px + py * py <= r2) & (dz.abs() > tiny(dz)))
         else:
-            aa = _dot(d, d)
+            aa = dot(d, d)
             for zc in (hl, -hl):
                 oc = torch.stack([ox, oy, oz - zc], -1)
-                tsph, vs = _nearest_root(aa, _dot(oc, d), _dot(oc, oc) - r * r)
+                tsph, vs = _nearest_root(aa, dot(oc, d), dot(oc, oc) - r * r)
                 cands.append(tsph)
                 valids.append(vs)
         return _min_valid(cands, valids)
@@ -249,7 +249,7 @@ def intersect(code: int, o: torch.Tensor, d: torch.Tensor, h: torch.Tensor):
 
 
 # ---------------------------------------------------------------------------- (u, v), normals
-def _lon(x, y):
+def longitude(x, y):
     """Longitude coordinate in [0, 1]: 1/2 at body -y, growing towards +x (seen from -y)."""
     return 0.5 + safe_atan2(x, -y) / (2.0 * math.pi)
 
@@ -280,7 +280,7 @@ def surface_uv(code: int, p: torch.Tensor, h: torch.Tensor):
         return u, v
     if code == SPHERE:
         rho = safe_sqrt(x * x + y * y)
-        return _lon(x, y), 0.5 + safe_atan2(z, rho) / math.pi
+        return longitude(x, y), 0.5 + safe_atan2(z, rho) / math.pi
     if code == BOX:
         hx, hy, hz = h[..., 0], h[..., 1], h[..., 2]
         pc = torch.minimum(torch.maximum(p, -h), h)
@@ -296,7 +296,7 @@ def surface_uv(code: int, p: torch.Tensor, h: torch.Tensor):
         v = torch.where(face == 2, sy, sz) + 0.5
         return u, v
     r, hl = h[..., 0], h[..., 1]
-    u_side = _lon(x, y)
+    u_side = longitude(x, y)
     if code == CYLINDER:
         zc = torch.minimum(torch.maximum(z, -hl), hl)
         rho = safe_sqrt(x * x + y * y)

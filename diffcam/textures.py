@@ -290,14 +290,14 @@ def build_atlas(
 
 
 # ---------------------------------------------------------------------------- fused sampler
-def _quad_coords(u, v, off, w, h, rep):
+def quad_coords(u, v, off, w, h, rep):
     """Quad-table row (the first corner's texel), bilinear fractions and d/du, d/dv scales
     of samples (all (n,)); see :func:`bilinear_corners`."""
     (row,), ax, ay, sx, sy = bilinear_corners(u, v, off, w, h, rep, four=False)
     return row, ax, ay, sx, sy
 
 
-def _bilerp(q, ax, ay):
+def bilerp(q, ax, ay):
     """q (n, 12) corners, ax/ay (n,) -> colour (n, 3), plus the pieces the backward needs."""
     c00, c01, c10, c11 = q[:, 0:3], q[:, 3:6], q[:, 6:9], q[:, 9:12]
     axe = ax.unsqueeze(1)
@@ -344,14 +344,14 @@ class _Composite(torch.autograd.Function):
     @staticmethod
     def _color(quad, u, v, blend, meta0, meta1, sl):
         off, w, h, rep = (m[sl] for m in meta0)
-        i0, ax0, ay0, sx0, sy0 = _quad_coords(u, v, off, w, h, rep)
+        i0, ax0, ay0, sx0, sy0 = quad_coords(u, v, off, w, h, rep)
         q0 = quad.index_select(0, i0)
-        res0 = _bilerp(q0, ax0, ay0)
+        res0 = bilerp(q0, ax0, ay0)
         if meta1 is None:
             return res0[0], (i0, ax0, ay0, sx0, sy0, res0), None
         off, w, h, rep = (m[sl] for m in meta1)
-        i1, ax1, ay1, sx1, sy1 = _quad_coords(u, v, off, w, h, rep)
-        res1 = _bilerp(quad.index_select(0, i1), ax1, ay1)
+        i1, ax1, ay1, sx1, sy1 = quad_coords(u, v, off, w, h, rep)
+        res1 = bilerp(quad.index_select(0, i1), ax1, ay1)
         a = blend[sl].unsqueeze(1)
         col = res0[0] + (res1[0] - res0[0]) * a
         return col, (i0, ax0, ay0, sx0, sy0, res0), (i1, ax1, ay1, sx1, sy1, res1)

@@ -65,6 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's diffcam, not another installed one
 
 import diffcam  # noqa: E402
+from diffcam.fit import Objective, Runtime, Schedule  # noqa: E402
 from diffcam.plot import save_line_plot  # noqa: E402
 from diffcam.scene import SCENES_DIR  # noqa: E402
 
@@ -207,14 +208,15 @@ def main(argv=None) -> dict:
     start = {k: v * (1 + (args.off if k in ("pole_mass", "hinge_damping") else -args.off))
              for k, v in TRUTH.items()}  # fmt: skip
     keys = {k: {"init": v, "positive": True} for k, v in start.items()}
-    common = dict(
-        dtype=dtype, to_overrides=to_overrides, frame_every=args.frame_every,
-        edge_softness=args.soft, loss="l2",  # Gaussian pixel noise, no model mismatch
-    )  # fmt: skip
+    common = dict(dtype=dtype, to_overrides=to_overrides, frame_every=args.frame_every)
+    objective = Objective(loss="l2")  # Gaussian pixel noise, no model mismatch
+    schedule = Schedule(edge_softness=args.soft)
     if args.optimizer == "adam":
         result = diffcam.fit_scene(
-            SCENE, observed, keys, actions, iterations=args.iterations, lr=args.lr,
-            pyramid_levels=args.pyramid, compile_physics=not args.eager, tolerance=0.0, **common,
+            SCENE, observed, keys, actions, objective=objective,
+            schedule=schedule.replace(iterations=args.iterations, lr=args.lr,
+                                      pyramid_levels=args.pyramid, tolerance=0.0),
+            runtime=Runtime(compile_physics=not args.eager), **common,
         )  # fmt: skip
         stages = [result]
     else:
@@ -229,22 +231,23 @@ def main(argv=None) -> dict:
         )
         warm_steps = (warm - 1) * args.frame_every
         coarse = diffcam.fit_scene(
-            SCENE, observed[:warm], keys, actions[:warm_steps], iterations=args.coarse_iterations,
-            optimizer="lbfgs", pyramid_levels=args.pyramid, compile_physics=not args.eager,
-            uncertainty=False, **common,
+            SCENE, observed[:warm], keys, actions[:warm_steps], objective=objective,
+            schedule=schedule.replace(iterations=args.coarse_iterations, optimizer="lbfgs",
+                                      pyramid_levels=args.pyramid),
+            runtime=Runtime(compile_physics=not args.eager, uncertainty=False), **common,
         )  # fmt: skip
         keys = {k: {"init": coarse.values[k], "positive": True} for k in keys}
+        lm = schedule.replace(iterations=args.lm_iterations, optimizer="lm", tolerance=1e-3)
         short = diffcam.fit_scene(
-            SCENE, observed[:warm], keys, actions[:warm_steps], iterations=args.lm_iterations,
-            optimizer="lm", tolerance=1e-3, uncertainty=warm == len(observed), **common,
+            SCENE, observed[:warm], keys, actions[:warm_steps], objective=objective,
+            schedule=lm, runtime=Runtime(uncertainty=warm == len(observed)), **common,
         )  # fmt: skip
         stages = [coarse, short]
         if warm < len(observed):
             keys = {k: {"init": short.values[k], "positive": True} for k in keys}
             fine = diffcam.fit_scene(
-                SCENE, observed, keys, actions, iterations=args.lm_iterations, optimizer="lm",
-                tolerance=1e-3, **common,
-            )  # fmt: skip
+                SCENE, observed, keys, actions, objective=objective, schedule=lm, **common
+            )
             stages.append(fine)
     result = stages[-1]
     history = [h for stage in stages for h in stage.history]

@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import diffcam  # noqa: E402
+from diffcam.fit import Schedule  # noqa: E402
 from diffcam.scene import SCENES_DIR  # noqa: E402
 
 SCENE = SCENES_DIR / "pendulum_cart.toml"
@@ -148,9 +149,11 @@ def main(argv=None) -> dict:
         },
         actions,
         frame_every=every,
-        iterations=iterations,
-        tolerance=0.0,  # run the whole budget: the loss keeps creeping down on faint texels
-        edge_softness=0.0,  # the observed frames are hard-edged renders
+        schedule=Schedule(
+            iterations=iterations,
+            tolerance=0.0,  # run the whole budget: the loss keeps creeping down on faint texels
+            edge_softness=0.0,  # the observed frames are hard-edged renders
+        ),
     )
     fitted = result.values[f"textures.{TEXTURE}"]
     save_panel(args.out, truth, fitted, seen)

@@ -4,52 +4,50 @@ world = physics.build_world(physics.WorldSpec(bodies=[...], joints=[...]), batch
 state = physics.initial_state(world)
 state = physics.step(world, state, action)
 trajectory = physics.rollout(world, state, steps, policy=..., checkpoint_every=k)
+
+The names below are the engine's public face. The solver's parts stay in their modules
+(`physics.joints`: joint frames and rows; `physics.contacts`: `find_contacts`; `physics.math3d`;
+`physics.rollouts`: `assert_finite`, `mark_batch_dynamic`; `physics.stepping`,
+`physics.articulated`...), importable from there but free to change.
 """
 
 from .articulated import ReducedCoordinatesError
 from .build import build_world
-from .contacts import find_contacts
 from .interpolate import states_at
-from .joints import JointFrames, axis_rows, joint_frames, joint_positions
-from .math3d import quat_to_matrix
-from .rollout import (
+from .joints import joint_positions
+from .rollouts import (
     SimulationError,
-    assert_finite,
     compiled_step,
     decay_gradient,
     decay_state_gradient,
-    mark_batch_dynamic,
     rollout,
 )
 from .spec import Body, Joint, ModelError, Motor, WorldSpec
 from .state import State
-from .step import step
+from .stepping import step
 from .world import World, initial_state
 
 __all__ = [
-    "JointFrames",
-    "axis_rows",
-    "joint_frames",
+    # describing and building a world
     "Body",
     "Joint",
-    "ModelError",
     "Motor",
-    "ReducedCoordinatesError",
-    "SimulationError",
-    "State",
-    "World",
     "WorldSpec",
-    "assert_finite",
     "build_world",
-    "compiled_step",
-    "mark_batch_dynamic",
-    "decay_gradient",
-    "decay_state_gradient",
-    "find_contacts",
+    "World",
+    # simulating it
+    "State",
     "initial_state",
-    "joint_positions",
-    "quat_to_matrix",
+    "step",
+    "compiled_step",
     "rollout",
     "states_at",
-    "step",
+    "joint_positions",
+    # backpropagation through time
+    "decay_gradient",
+    "decay_state_gradient",
+    # errors
+    "ModelError",
+    "SimulationError",
+    "ReducedCoordinatesError",
 ]

@@ -68,9 +68,9 @@ _INDUCTOR_CONFIGS = {
     "max_fusion_buffer_group_pairwise_attempts": 2,
 }
 # The dynamic axes of the exported programs: the batch; a trajectory's states and steps.
-_BATCH = torch.export.Dim("batch", min=2)
-_LENGTH = torch.export.Dim("length", min=1)
-_STEPS = torch.export.Dim("steps", min=1)
+BATCH = torch.export.Dim("batch", min=2)
+LENGTH = torch.export.Dim("length", min=1)
+STEPS = torch.export.Dim("steps", min=1)
 #: Batch size from which a backward runs the VJP build whose loops are split between threads.
 THREADED_BATCH = 512
 
@@ -228,12 +228,12 @@ def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State
     tensors), a world whose own tensors require grad (with grad enabled: the program gives
     them no gradient), or a structure whose export or build failed."""
     batch = state.position.shape[0]
-    if batch < 2 or not _plain_reverse_mode():
+    if batch < 2 or not plain_reverse_mode():
         return None
     if world.actuator_names and action is None:
         return None  # the step's own error (no action for a world with actuators)
     action = per_world(action, batch, dim=2) if world.actuator_names else None
-    program, world_inputs, world_grad = _lookup(world, state, action)
+    program, world_inputs, world_grad = lookup_program(world, state, action)
     if program is None or (world_grad and torch.is_grad_enabled()) or not program.serves(batch):
         return None
     inputs = [t.contiguous() for t in state.tensors()]
@@ -256,7 +256,7 @@ def per_world(actions: Tensor | None, batch: int, dim: int) -> Tensor | None:
     return actions.expand(*actions.shape[:-2], batch, actions.shape[-1])
 
 
-def _plain_reverse_mode() -> bool:
+def plain_reverse_mode() -> bool:
     """False inside forward-mode AD or a functorch transform (vmap, jacfwd...)."""
     if getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0:
         return False
@@ -264,7 +264,7 @@ def _plain_reverse_mode() -> bool:
     return stack is None or stack() is None
 
 
-def _lookup(world: World, state: State, action: Tensor | None):
+def lookup_program(world: World, state: State, action: Tensor | None):
     """The `Program` for this world, state and action (None if it cannot be built), the
     world's tensor fields the step reads (`WORLD_FIELDS`) made contiguous (kept on the
     world, in its ``__dict__``, while those fields are the same objects), and whether any of
@@ -415,7 +415,7 @@ def _export_traced(trace: Callable, example: list[Tensor], dims: list, through_m
     traced by `make_fx` first (a function that calls `torch.func`)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    dynamic = tuple(d if d is None or isinstance(d, dict) else {d: _BATCH} for d in dims)
+    dynamic = tuple(d if d is None or isinstance(d, dict) else {d: BATCH} for d in dims)
     with tracing_for_compilation():
         if through_make_fx:
             trace = make_fx(trace, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*example)
@@ -441,7 +441,7 @@ class _AsModule(torch.nn.Module):
 
 
 def _export(trace: Callable, example: list[Tensor], batched: list[bool]):
-    return _export_traced(trace, example, _batch_axes(batched), through_make_fx=False)
+    return _export_traced(trace, example, batch_axes(batched), through_make_fx=False)
 
 
 def _export_vjp(vjp: Callable, example: list[Tensor], batched: list[bool]):
@@ -450,11 +450,11 @@ def _export_vjp(vjp: Callable, example: list[Tensor], batched: list[bool]):
     input)."""
     n = len(WORLD_FIELDS)
     grads = [torch.randn_like(t) for t in example[n : n + _STATE_TENSORS]]
-    axes = _batch_axes(batched) + [0] * _STATE_TENSORS
+    axes = batch_axes(batched) + [0] * _STATE_TENSORS
     return _export_traced(vjp, [*example, *grads], axes, through_make_fx=True)
 
 
-def _batch_axes(batched: list[bool]) -> list[int | None]:
+def batch_axes(batched: list[bool]) -> list[int | None]:
     return [0 if b else None for b in batched]
 
 

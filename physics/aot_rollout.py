@@ -60,7 +60,7 @@ def aot_reduced_rollout(
     library could not be built. ``gradient_decay`` scales the gradient reaching each step's
     input state, as `rollout.decay_state_gradient` applied before every step does."""
     batch = state.position.shape[0]
-    if batch < 2 or steps < 1 or not aot._plain_reverse_mode():
+    if batch < 2 or steps < 1 or not aot.plain_reverse_mode():
         return None
     if not world.actuator_names:
         actions = None
@@ -68,7 +68,7 @@ def aot_reduced_rollout(
         return None  # the step's own error (no action for a world with actuators)
     else:
         actions = aot.per_world(actions, batch, dim=3).contiguous()
-    program, world_inputs, world_grad = aot._lookup(
+    program, world_inputs, world_grad = aot.lookup_program(
         world, state, None if actions is None else actions[0]
     )
     if program is None or (world_grad and torch.is_grad_enabled()):
@@ -262,8 +262,8 @@ class _Chain:
             steps, action_steps = [d for d in (41, 43, 47, 53, 59, 61, 67) if d not in sizes][:2]
             like = state[0]
             q = torch.linspace(-0.3, 0.4, batch * columns, dtype=like.dtype).view(batch, columns)
-            world_axes = aot._batch_axes(batched[:n])
-            batch_axis, trajectory = {0: aot._BATCH}, {0: aot._LENGTH, 1: aot._BATCH}
+            world_axes = aot.batch_axes(batched[:n])
+            batch_axis, trajectory = {0: aot.BATCH}, {0: aot.LENGTH, 1: aot.BATCH}
             state_axes = [batch_axis] * _STATE_TENSORS
             q_dot = q.flip(0).contiguous()
             one = torch.ones((), dtype=like.dtype)
@@ -280,7 +280,7 @@ class _Chain:
             if name == "block":
                 acts = [a.expand(BLOCK_STEPS, *a.shape).contiguous() for a in action]
                 return [*world, q, q_dot, *acts], [*world_axes, batch_axis, batch_axis,
-                                               *[{1: aot._BATCH}] * len(acts)]  # fmt: skip
+                                               *[{1: aot.BATCH}] * len(acts)]  # fmt: skip
             path, path_dot = (v.expand(steps, *v.shape).contiguous() for v in (q, q_dot))
             if name == "states":
                 return [*world, path, path_dot, *state], [*world_axes, trajectory, trajectory,
@@ -291,7 +291,7 @@ class _Chain:
             inputs = [*world, path, path_dot, *acts, q, q_dot, *direct, one, torch.tensor(1),
                       torch.tensor(2)]  # fmt: skip
             axes = [*world_axes, trajectory, trajectory,
-                    *[{0: aot._STEPS, 1: aot._BATCH}] * len(acts), batch_axis, batch_axis,
+                    *[{0: aot.STEPS, 1: aot.BATCH}] * len(acts), batch_axis, batch_axis,
                     *[trajectory] * _STATE_TENSORS, None, None, None]  # fmt: skip
             return inputs, axes
 

@@ -3,7 +3,7 @@
 Every candidate contact (`physics.collision_pairs`: a box and a plane give 8 corner rows, two
 boxes 4 manifold slots, every pair every step, near or far) becomes a normal row and two
 friction rows of the solver, whose Delassus matrix and sweeps grow with the square of the row
-count. A row acts only when it is *active* (`physics.step._active`):
+count. A row acts only when it is *active* (`physics.stepping._active`):
 
     gap + min(approach, 0) dt < contact_slop,
 

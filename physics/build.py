@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from .collision_pairs import _contact_candidates
+from .collision_pairs import contact_candidates
 from .inertia import shape_volume
 from .math3d import quat_to_matrix, safe_norm, tangent_basis
 from .parameters import as_tensor, check_positive, first_device, padded_size
@@ -92,7 +92,7 @@ def build_world(
         position, rotation, velocity, spin = pose_joints(
             position, rotation, velocity, spin, motions, joint["parent"], joint["child"]
         )
-    contacts = _contact_candidates(bodies, spec.joints, dtype, device)
+    contacts = contact_candidates(bodies, spec.joints, dtype, device)
     world = World(
         body_names=[b.name for b in bodies],
         shapes=[b.shape for b in bodies],

@@ -123,7 +123,7 @@ _LISTS = {
 }  # fmt: skip
 
 
-def _contact_candidates(bodies: list[Body], joints: Sequence[Joint], dtype, device) -> dict:
+def contact_candidates(bodies: list[Body], joints: Sequence[Joint], dtype, device) -> dict:
     """Every pair of bodies that may touch, as static index lists and size->geometry maps.
 
     Bodies joined by a joint never collide with each other; two static bodies never do; a body

@@ -1,7 +1,8 @@
 """Contact geometry: every candidate pair's normal, point and signed distance.
 
-Candidates are static (see `world._contact_candidates`): each is evaluated every step, whether
-touching or not; the solver decides which are active. Four kinds, each fully vectorised:
+Candidates are static (see `collision_pairs.contact_candidates`): each is evaluated every
+step, whether touching or not; the solver decides which are active. Four kinds, each fully
+vectorised:
 
 - point-plane: a body point with a radius (sphere centre, capsule end centres, box corners,
   cylinder rim points) against an infinite plane (normal: the plane body's +z);

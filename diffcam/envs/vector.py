@@ -19,7 +19,7 @@ from gymnasium.vector.utils import batch_space
 import physics
 
 from ..errors import SceneError
-from ..render.api import DEFAULT_EDGE_SOFTNESS
+from ..renderer.api import DEFAULT_EDGE_SOFTNESS
 from .tasks import SceneTask
 
 __all__ = ["OBS_MODES", "SceneVectorEnv"]

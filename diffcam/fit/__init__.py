@@ -1,6 +1,7 @@
 """Fitting a scene to a video: physical parameters, initial state, camera and image formation.
 
 * `fit_scene` (in `run`): the fit, staged coarse to fine, with uncertainties.
+* `settings`: its options, `Schedule`, `Objective` (with `Silhouettes`) and `Runtime`.
 * `keys`: how each fitted key is parameterised for the optimisers.
 * `model`: the model's frames for given values (`VideoModel`, `render_rollout`).
 * `objective`: robust, weighted pixel residuals.
@@ -11,10 +12,14 @@
 
 from .model import render_rollout
 from .result import FitError, FitResult
-from .run import DEFAULT_SOFTNESS, Silhouettes, fit_scene
+from .run import fit_scene
+from .settings import DEFAULT_SOFTNESS, Objective, Runtime, Schedule, Silhouettes
 
 __all__ = [
     "fit_scene",
+    "Schedule",
+    "Objective",
+    "Runtime",
     "Silhouettes",
     "FitResult",
     "FitError",

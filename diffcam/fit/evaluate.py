@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..render.api import DEFAULT_EDGE_SOFTNESS, edge_reach
+from ..renderer.api import DEFAULT_EDGE_SOFTNESS, edge_reach
 from .keys import FitKey, prior_residuals
 from .model import VideoModel
 from .objective import Target

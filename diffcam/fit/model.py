@@ -24,7 +24,7 @@ import torch
 
 from ..autodiff import plain_autograd
 from ..formation import ImageModel, body_windows, render_video
-from ..render.api import DEFAULT_EDGE_SOFTNESS
+from ..renderer.api import DEFAULT_EDGE_SOFTNESS
 
 __all__ = [
     "VideoModel",

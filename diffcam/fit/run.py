@@ -9,8 +9,13 @@
         keys={"joints.pivot.damping": {"init": 0.01, "positive": True},
               "joints.pivot.position": {"init": 0.4, "scale": 0.05}},
         image_model=diffcam.ImageModel(plate=plate),
+        schedule=diffcam.fit.Schedule(iterations=100, optimizer="lm"),
     )
     result.values, result.std, result.status, result.out_of_view
+
+The options come in three records (`diffcam.fit.settings`): a `Schedule` (how the optimiser
+runs), an `Objective` (what the frames are compared by) and a `Runtime` (progress, checkpoints,
+memory, compiling, uncertainties).
 
 A fit runs in stages, coarse to fine: soft silhouettes from wide to narrow (``edge_softness``),
 optionally a pyramid (frames average-pooled) and growing horizons (the first seconds first).
@@ -24,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 import warnings
 from collections.abc import Mapping
@@ -39,31 +43,15 @@ from .keys import FitKey, make_key
 from .model import POSITION_OFFSET, VELOCITY_OFFSET, VideoModel
 from .objective import Target
 from .result import FitError, FitResult, parameter_covariance
+from .settings import Objective, Runtime, Schedule, Silhouettes
 from .stages import plans, run_stages
 
-__all__ = ["fit_scene", "Silhouettes", "DEFAULT_SOFTNESS"]
+__all__ = ["fit_scene"]
 
-DEFAULT_SOFTNESS = (2.0, 1.0, 0.5)  # px: wide silhouettes first, then narrow
 _LM_MAX_SCALARS = 64
 # A fit over a clean plate whose bodies explain less of the moving pixels than this is "poor"
 # (a good fit of the realistic test clip explains about half of them, a lost one next to none).
 _EXPLAINED_AT_LEAST = 0.25
-
-
-@dataclasses.dataclass(frozen=True)
-class Silhouettes:
-    """A silhouette term for `fit_scene`: the moving bodies' coverage against a foreground
-    mask, so that the geometry does not hinge on colour alone (a body whose look the model
-    lacks still covers the pixels that differ from the background).
-
-    Attributes:
-        mask: (T, 1, H, W) or (T, H, W) foreground of the observed frames, bool or in [0, 1]
-            (e.g. `diffcam.imaging.foreground_mask` against the clean plate).
-        weight: the coverage residual's weight against a colour channel's.
-    """
-
-    mask: torch.Tensor
-    weight: float = 0.5
 
 
 def _with_silhouettes(frames, plate, weights, silhouettes: Silhouettes | None):
@@ -198,29 +186,14 @@ def fit_scene(
     steps: int | None = None,
     *,
     times=None,
-    image_model: ImageModel | None = None,
-    weights=None,
-    loss: str = "charbonnier",
-    loss_scale: float = 0.1,
-    iterations: int = 200,
-    lr: float | None = None,
-    optimizer: str = "auto",
-    pyramid_levels: int = 1,
-    edge_softness=DEFAULT_SOFTNESS,
-    horizons=None,
-    max_step: float = 2.0,
-    supersample: int = 1,
-    dtype: torch.dtype = torch.float32,
-    progress: bool = True,
-    tolerance: float = 1e-7,
-    fit_initial_state: bool = False,
-    to_overrides=None,
     frame_every: int = 1,
-    compile_physics: bool | None = None,
-    uncertainty: bool = True,
-    checkpoint: str | os.PathLike | None = None,
-    frames_per_chunk: int = 16,
-    silhouettes: Silhouettes | None = None,
+    image_model: ImageModel | None = None,
+    to_overrides=None,
+    fit_initial_state: bool = False,
+    dtype: torch.dtype = torch.float32,
+    schedule: Schedule | None = None,
+    objective: Objective | None = None,
+    runtime: Runtime | None = None,
 ) -> FitResult:
     """Fit scene parameters, camera and image formation so that the model's frames match a video.
 
@@ -241,44 +214,22 @@ def fit_scene(
             None = none.
         steps: for frames given as a tensor: must be (T - 1) * frame_every (a check).
         times: (T,) frame times (s), instead of the video's or the default.
+        frame_every: physics steps between frames given as a tensor without ``times``.
         image_model: the camera's `ImageModel` (a clean plate, response, distortion, exposure,
             time offset); default an ideal camera.
-        weights: per-pixel weights (T|1, 1|3, H, W) or (H, W), >= 0, or a bool mask.
-        loss: "charbonnier" (default), "huber" or "l2"; loss_scale: its scale (intensity).
-        iterations: loss evaluations in all, shared equally by the stages (an evaluation is an
-            Adam step, an L-BFGS function evaluation, or a Levenberg-Marquardt Jacobian or
-            trial).
-        lr: Adam's learning rate in raw units (default 0.05), decaying along a cosine to a
-            tenth; L-BFGS's step length (default 1).
-        optimizer: "auto" (Levenberg-Marquardt for at most 64 fitted scalars, else Adam),
-            "lm", "adam" or "lbfgs".
-        pyramid_levels: L > 1 compares frames average-pooled by 2^(L-1) ... 1 (coarse first).
-        edge_softness: the silhouettes' softness (px), a number or a schedule from wide to
-            narrow, one stage each (default (2, 1, 0.5)); 0 = hard edges, which give pixels no
-            gradient along a silhouette.
-        horizons: optional growing horizons, durations (s) from the first frame, one stage each
-            (the last should cover the video): a long horizon's loss wraps around the period
-            of a swing, a short one's does not.
-        max_step: the largest change of a raw parameter per step (see `diffcam.fit.keys`).
-        supersample: s x s samples per pixel in the model's renders.
-        dtype: the scene's dtype when ``scene`` is a file.
-        progress: a tqdm bar.
-        tolerance: a stage ends when the loss's relative change stays below this.
-        fit_initial_state: also fit offsets (N, 3) to the dynamic bodies' initial positions
-            (m) and velocities (m/s).
         to_overrides: optional function from the fitted values (key -> tensor) to the keys
             above, for parameters that are not one key (a pendulum's length setting both a
             body's position and a joint's anchor).
-        frame_every: physics steps between frames given as a tensor without ``times``.
-        compile_physics: True steps the physics compiled, False eagerly; None (the default)
-            eagerly where gradients flow through it, and elsewhere compiled once eager
-            rollouts have cost about what a build costs (`fit.model.PhysicsTier`).
-        uncertainty: compute the covariance and ``std`` at the end (at most 64 scalars).
-        checkpoint: a file to save progress in (atomically, every 10 s and after each stage);
-            a fit started again with the same file resumes where it stopped.
-        frames_per_chunk: frames rendered per chunk (memory only).
-        silhouettes: optional `Silhouettes`: the bodies' coverage against a foreground mask,
-            as a fourth residual channel beside the colours.
+        fit_initial_state: also fit offsets (N, 3) to the dynamic bodies' initial positions
+            (m) and velocities (m/s).
+        dtype: the scene's dtype when ``scene`` is a file.
+        schedule: how the optimiser runs (a `Schedule`: iterations, optimizer, lr,
+            edge_softness, horizons, pyramid_levels, tolerance, max_step); default
+            ``Schedule()``.
+        objective: what the frames are compared by (an `Objective`: loss, loss_scale,
+            weights, silhouettes, supersample); default ``Objective()``.
+        runtime: progress, checkpoint, frames_per_chunk, compile_physics and uncertainty (a
+            `Runtime`); default ``Runtime()``.
 
     Returns:
         A `FitResult`.
@@ -289,7 +240,11 @@ def fit_scene(
             actions shorter than the video, bad keys, schedules or options.
     """
     start = time.perf_counter()
-    _check_options(keys, optimizer, pyramid_levels, max_step)
+    schedule = _settings(schedule, Schedule, "schedule")
+    objective = _settings(objective, Objective, "objective")
+    runtime = _settings(runtime, Runtime, "runtime")
+    if not isinstance(keys, Mapping):
+        raise FitError(f"keys must be a dict of key -> spec, got {type(keys).__name__}")
     base = _load(scene, dtype)
     dtype, device = base.dtype, base.device
     fit_keys = [make_key(k, spec, dtype, device) for k, spec in keys.items()]
@@ -298,40 +253,48 @@ def fit_scene(
         actions = torch.as_tensor(actions).detach().to(device=device, dtype=dtype)
     image_model = _with_plate(image_model, frames)
     plate = None if image_model is None else image_model.plate
-    observed, plate, weights = _with_silhouettes(frames, plate, weights, silhouettes)
-    target = Target(observed, weights, loss, loss_scale, plate=plate)
+    silhouettes = objective.silhouettes
+    observed, plate, weights = _with_silhouettes(frames, plate, objective.weights, silhouettes)
+    target = Target(observed, weights, objective.loss, objective.loss_scale, plate=plate)
     model = VideoModel(
-        base, times, actions, image_model, to_overrides, compile_physics,
+        base, times, actions, image_model, to_overrides, runtime.compile_physics,
         silhouette_weight=0.0 if silhouettes is None else silhouettes.weight,
     )  # fmt: skip
     if fit_initial_state:
         for name in (POSITION_OFFSET, VELOCITY_OFFSET):
             zeros = torch.zeros(len(base.body_names), 3, dtype=dtype, device=device)
             fit_keys.append(make_key(name, {"init": zeros, "scale": 0.01}, dtype, device))
-    render = {"supersample": supersample}
-    stages = plans(times, int(pyramid_levels), edge_softness, horizons, render, frames_per_chunk)
+    render = {"supersample": objective.supersample}
+    chunk = runtime.frames_per_chunk
+    stages = plans(
+        times, int(schedule.pyramid_levels), schedule.edge_softness, schedule.horizons, render,
+        chunk,
+    )  # fmt: skip
 
     # with no evaluations to spend, every key stays trainable (for the uncertainty at init)
-    seen = _identify(model, target, fit_keys, stages[0], measure=iterations > 0)
+    seen = _identify(model, target, fit_keys, stages[0], measure=schedule.iterations > 0)
     trainable = [k for k in fit_keys if k.key not in seen.unidentifiable]
-    chosen = _choose(optimizer, sum(k.raw.numel() for k in trainable))
+    chosen = _choose(schedule.optimizer, sum(k.raw.numel() for k in trainable))
     done = run_stages(
-        model, target, fit_keys, trainable, stages, chosen, iterations, lr, max_step, tolerance,
-        progress, checkpoint,
+        model, target, fit_keys, trainable, stages, chosen, schedule.iterations, schedule.lr,
+        schedule.max_step, schedule.tolerance, runtime.progress, runtime.checkpoint,
     )  # fmt: skip
-    final = Plan(len(times), 0, stages[-1].render, frames_per_chunk)
-    return _finish(model, target, fit_keys, trainable, seen, done, final, uncertainty, start)
+    final = Plan(len(times), 0, stages[-1].render, chunk)
+    return _finish(
+        model, target, fit_keys, trainable, seen, done, final, runtime.uncertainty, start
+    )
 
 
-def _check_options(keys, optimizer: str, pyramid_levels, max_step) -> None:
-    if not isinstance(keys, Mapping):
-        raise FitError(f"keys must be a dict of key -> spec, got {type(keys).__name__}")
-    if optimizer not in ("auto", "lm", "adam", "lbfgs"):
-        raise FitError(f"optimizer must be 'auto', 'lm', 'adam' or 'lbfgs', got {optimizer!r}")
-    if pyramid_levels < 1 or int(pyramid_levels) != pyramid_levels:
-        raise FitError(f"pyramid_levels must be an integer >= 1, got {pyramid_levels!r}")
-    if not (max_step > 0):
-        raise FitError(f"max_step must be positive (raw units), got {max_step!r}")
+def _settings(value, kind: type, name: str):
+    """``value``, or ``kind()`` for None; a FitError for anything else."""
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        raise FitError(
+            f"{name} must be a diffcam.fit.{kind.__name__} (or None for the defaults), got "
+            f"{type(value).__name__}"
+        )
+    return value
 
 
 def _with_plate(image_model: ImageModel | None, frames: torch.Tensor) -> ImageModel | None:

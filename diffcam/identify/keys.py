@@ -420,7 +420,7 @@ def make_keyset(scene, names: Sequence[str], fit_sizes: bool = True) -> KeySet:
     sizes = {}
     if fit_sizes:
         sized = {k.path for k in keys}
-        for i in scene._dynamic:
+        for i in scene.dynamic_bodies:
             body = scene.body_names[i]
             if f"bodies.{body}.size" not in sized:
                 sizes[body] = SIZE_PREFIX + body

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from ..fit import FitError, Silhouettes, fit_scene
+from ..fit import FitError, Objective, Runtime, Schedule, Silhouettes, fit_scene
 from ..fit.keys import make_key
 from ..fit.model import VideoModel
 from ..formation import ImageModel, crop
@@ -249,7 +249,7 @@ class _Context:
         self.obs = observation
         self.keyset = keyset
         self.actions = actions
-        self.bodies = list(scene._dynamic)
+        self.bodies = list(scene.dynamic_bodies)
         self.times = observation.times.to(scene.dtype)
         self.exposure = exposure
         self.clean = torch.ones(len(observation), dtype=torch.bool)
@@ -450,10 +450,11 @@ def _pixel_stage(context: _Context, values: dict, textures: dict, settings: Sett
             scene or context.scene, frames, context.fit_keys(values, fit_exposure),
             context.actions, times=times,
             image_model=context.image_model(values, plate=obs.plate, fitted=fit_exposure),
-            to_overrides=context.to_overrides(textures), iterations=iterations,
-            edge_softness=settings.edge_softness, optimizer="lm", progress=False,
-            horizons=horizons,
-            silhouettes=Silhouettes(mask, settings.silhouette_weight),
+            to_overrides=context.to_overrides(textures),
+            schedule=Schedule(iterations=iterations, optimizer="lm",
+                              edge_softness=settings.edge_softness, horizons=horizons),
+            objective=Objective(silhouettes=Silhouettes(mask, settings.silhouette_weight)),
+            runtime=Runtime(progress=False),
         )  # fmt: skip
 
 
@@ -560,7 +561,7 @@ def identify(
         loaded = _scene_at(scene, obs.size)
     except SceneError as error:
         raise IdentifyError(str(error)) from None
-    if not loaded._dynamic:
+    if not loaded.dynamic_bodies:
         raise IdentifyError(
             f"{loaded.path}: no drawn moving body: the scene must describe the moving bodies "
             "the video shows (static = false, visible = true)"

@@ -21,12 +21,13 @@ require grad; dtype and device follow the image (or points) argument.
 
 from .compositing import composite_over_plate
 from .distortion import distort_normalized, undistort_normalized
-from .parameters import Param as Param
+from .parameters import Param
 from .response import apply_response, invert_response
 from .video_statistics import clean_plate, foreground_mask, mean_color, noise_level, shadow_mask
 from .warping import distort_image, distortion_map, sample_bilinear
 
 __all__ = [
+    "Param",
     "apply_response",
     "invert_response",
     "distort_normalized",

@@ -68,7 +68,7 @@ class EpisodeParams:
         """B, the number of episodes."""
         return int(self.noise_seed.shape[0])
 
-    def _tensors(self) -> dict[str, torch.Tensor]:
+    def tensors(self) -> dict[str, torch.Tensor]:
         """Every field but ``body_names``, by name."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "body_names"}
 
@@ -77,7 +77,7 @@ class EpisodeParams:
         if isinstance(index, int):
             index = slice(index, index + 1 if index != -1 else None)
         return EpisodeParams(
-            **{k: v[index] for k, v in self._tensors().items()}, body_names=self.body_names
+            **{k: v[index] for k, v in self.tensors().items()}, body_names=self.body_names
         )
 
     @staticmethod
@@ -86,7 +86,7 @@ class EpisodeParams:
         names = {p.body_names for p in parts}
         if len(names) != 1:
             raise ValueError("EpisodeParams.cat: the parts were drawn for different bodies")
-        keys = parts[0]._tensors()
+        keys = parts[0].tensors()
         return EpisodeParams(
             **{k: torch.cat([getattr(p, k) for p in parts]) for k in keys},
             body_names=parts[0].body_names,
@@ -95,7 +95,7 @@ class EpisodeParams:
     def equal(self, other: EpisodeParams) -> bool:
         """Whether ``other`` holds the same bodies and exactly the same values."""
         return self.body_names == other.body_names and all(
-            torch.equal(a, getattr(other, k)) for k, a in self._tensors().items()
+            torch.equal(a, getattr(other, k)) for k, a in self.tensors().items()
         )
 
 

@@ -18,7 +18,6 @@ time, since the renderer takes one texture per body per call.
 
 from __future__ import annotations
 
-import copy
 from types import SimpleNamespace
 
 import torch
@@ -69,7 +68,7 @@ class RandomizedScene:
         self.params = params
         self.randomization = randomization
         dtype, device = scene.dtype, scene.device
-        self._p = {k: v.to(device) for k, v in params._tensors().items()}
+        self._p = {k: v.to(device) for k, v in params.tensors().items()}
         self._p = {k: v.to(dtype) if v.is_floating_point() else v for k, v in self._p.items()}
         self.camera = self._camera()
         self._make_views()
@@ -136,7 +135,7 @@ class RandomizedScene:
         a, i, r = p["ambient_scale"], p["intensity_scale"], p["light_rotation"]
         if bool((a == 1).all() and (i == 1).all()) and not bool(r.any()):
             return base
-        from ..render import Lighting
+        from ..renderer import Lighting
 
         dtype, device = r.dtype, r.device
         direction = torch.as_tensor(base.direction, dtype=dtype, device=device).reshape(3, 1)
@@ -189,7 +188,7 @@ class RandomizedScene:
         """The background for a render of height x width samples: the scene's, colours per
         episode (B, 3), or per-episode images (B, 3, height, width) for a texture background
         with offsets or procedural backgrounds."""
-        from ..render.background import background_image
+        from ..renderer.background import background_image
 
         bg, p = self.base.background, self._p
         offset, procedural = p["background_offset"], p["procedural_background"]
@@ -237,23 +236,18 @@ class RandomizedScene:
         self._transform = self._color_transform()
         self._background_cache = None
         self._arguments = {}
-        batched = copy.copy(self.base)
-        batched.camera = self.camera
-        batched._layer_cache = None
-        self._batched = batched
+        self._batched = self.base.view(camera=self.camera)
         self._episode_views = {}
         for b in range(self.base.batch_size):
             prims = self._procedural_primitives(b)
             if prims is not None:
-                view = copy.copy(self.base)
-                view.primitives = prims
-                view.camera = self._camera_of(b)
-                view._layer_cache = None
-                self._episode_views[b] = view
+                self._episode_views[b] = self.base.view(self._camera_of(b), prims)
+        # a state of batch 1 is drawn as episode 0, through a view of its own (and its cache)
+        self._first_view = self._episode_views.get(0, self.base).view(self._camera_of(0))
 
     @property
     def lighting(self):
-        """The light of every episode: a `diffcam.render.Lighting` with per-episode values
+        """The light of every episode: a `diffcam.Lighting` with per-episode values
         (ambient, intensity (B,), direction (B, 3)), or the scene's when none changes it."""
         return self._lights
 
@@ -320,12 +314,9 @@ class RandomizedScene:
             )
         s = int(kwargs.get("supersample", 1))
         if n == 1:
-            view = copy.copy(self._episode_views.get(0, self.base))
-            view.camera = self._camera_of(0)
-            view._layer_cache = getattr(self, "_first_cache", None)
+            view = self._first_view
             kw = {**self._episode_arguments(slice(0, 1), s), **kwargs}
             out = view.render_buffers(state, **kw) if buffers else view.render(state, **kw)
-            self._first_cache = view._layer_cache
             return out, [0]
         kw = {**self._episode_arguments(slice(None), s), **kwargs}
         batched = self._batched

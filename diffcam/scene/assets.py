@@ -38,7 +38,7 @@ def load_texture(path: str | Path, *, device=None, dtype=torch.float32) -> torch
     return t.permute(2, 0, 1).contiguous()
 
 
-def _resolve_texture(name: str, rel: str, cfg: SceneConfig) -> Path:
+def resolve_texture(name: str, rel: str, cfg: SceneConfig) -> Path:
     candidates = [cfg.base_dir / rel]
     if os.environ.get("DIFFCAM_ASSETS"):
         candidates.append(Path(os.environ["DIFFCAM_ASSETS"]) / rel)

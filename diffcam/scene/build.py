@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from ..errors import SceneError
-from .assets import _resolve_texture, load_texture
-from .schema import _DEFAULT_COLOR
+from .assets import load_texture, resolve_texture
+from .schema import DEFAULT_COLOR
 from .validate import SceneConfig, scene_key
 
 ToTensor = Callable[[Any], torch.Tensor]
@@ -32,7 +32,7 @@ def load_textures(config: SceneConfig, tensor: ToTensor, device, dtype) -> dict:
         if isinstance(value, torch.Tensor):
             textures[name] = tensor(value)
         else:
-            file = _resolve_texture(name, value, config)
+            file = resolve_texture(name, value, config)
             try:
                 textures[name] = load_texture(file, device=device, dtype=dtype)
             except (OSError, ValueError) as e:
@@ -109,7 +109,7 @@ def build_lighting(light: dict | None, tensor: ToTensor):
     """The `Lighting` of the ``[light]`` table, or None (unlit) without one."""
     if light is None:
         return None
-    from ..render import Lighting
+    from ..renderer import Lighting
 
     return Lighting(**_tensors_converted(light, tensor))
 
@@ -121,7 +121,7 @@ def build_primitives(bodies: list[dict], textures: dict, tensor: ToTensor) -> li
     primitives = []
     for b in bodies:
         tex = textures[b["texture"]] if "texture" in b else None
-        color = None if tex is not None else tensor(b.get("color", _DEFAULT_COLOR))
+        color = None if tex is not None else tensor(b.get("color", DEFAULT_COLOR))
         size = b["size"]
         size = tensor(size) if isinstance(size, torch.Tensor) else size
         primitives.append(

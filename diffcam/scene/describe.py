@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .schema import _DEFAULT_COLOR, _is_number
+from .schema import DEFAULT_COLOR, is_number
 
 if TYPE_CHECKING:
     from .scene import Scene
@@ -31,7 +31,7 @@ def describe(scene: Scene) -> str:
         )  # fmt: skip
         look = (
             f"texture {b['texture']}" if "texture" in b
-            else f"color {_fmt(b.get('color', _DEFAULT_COLOR))}"
+            else f"color {_fmt(b.get('color', DEFAULT_COLOR))}"
         )  # fmt: skip
         lines.append(
             f"    {b['name']}: {b['shape']} size {_fmt(b['size'])}, {kind}, "
@@ -75,7 +75,7 @@ def _fmt(v) -> str:
             else str([round(x, 4) for x in v.reshape(-1).tolist()])
         )
     if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(f"{x:g}" if _is_number(x) else str(x) for x in v) + "]"
-    if _is_number(v):
+        return "[" + ", ".join(f"{x:g}" if is_number(x) else str(x) for x in v) + "]"
+    if is_number(v):
         return f"{v:g}"
     return str(v)

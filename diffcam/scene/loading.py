@@ -79,6 +79,5 @@ def load_scene(
         batch_size=batch_size,
         overrides=overrides,
     )
-    scene = Scene(config, batch_size=batch_size, device=device, dtype=dtype)
-    scene._source = (data, Path(path).resolve().parent, dict(overrides or {}))
-    return scene
+    source = (data, Path(path).resolve().parent, dict(overrides or {}))
+    return Scene(config, batch_size=batch_size, device=device, dtype=dtype, source=source)

@@ -1,6 +1,6 @@
 """Overrides: replacing numbers of a parsed scene file (or optional keys) by values or tensors.
 
-`override_paths` lists the key paths a file accepts; `_apply_overrides` writes the values into
+`override_paths` lists the key paths a file accepts; `apply_overrides` writes the values into
 a copy of the raw data, before validation, and records which keys came from an override.
 """
 
@@ -18,7 +18,7 @@ from .schema import (
     LIGHT_FIELDS,
     MOTOR_FIELDS,
     WORLD_FIELDS,
-    _Ctx,
+    ParseContext,
 )
 
 
@@ -53,7 +53,7 @@ def override_paths(data: dict) -> list[str]:
     return paths
 
 
-def _apply_overrides(data: dict, overrides: Mapping[str, Any], ctx: _Ctx) -> dict:
+def apply_overrides(data: dict, overrides: Mapping[str, Any], ctx: ParseContext) -> dict:
     data = copy.deepcopy(data)  # raw TOML data: plain python, cheap to copy
     if not overrides:
         return data

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class _StaticLayer:
+class StaticLayer:
     """The static bodies drawn once, at the sampling resolution (s = supersample).
 
     key: what the layer depends on besides the static poses (see `static_layer`);
@@ -39,15 +39,15 @@ class _StaticLayer:
     coverage: torch.Tensor  # (B'|1, 1, H, W) the static bodies' coverage at the output pixels
 
 
-def static_layer(scene: Scene, rot, pos, kwargs) -> _StaticLayer | None:
+def static_layer(scene: Scene, rot, pos, kwargs) -> StaticLayer | None:
     """The static bodies' layer for this render call, drawn (and kept in
     ``scene._layer_cache``) or taken from the cache; None when there is nothing to split or
     something it depends on requires grad."""
-    from ..render import render_buffers
-    from ..render.api import DEFAULT_EDGE_SOFTNESS, edge_profile
+    from ..renderer import render_buffers
+    from ..renderer.api import DEFAULT_EDGE_SOFTNESS, edge_profile
 
-    static = scene._static
-    if not static or not scene._dynamic:
+    static = scene.static_bodies
+    if not static or not scene.dynamic_bodies:
         return None
     transform = kwargs.get("color_transform")
     sources = layer_sources(scene, kwargs["lighting"], kwargs["background"], transform)
@@ -91,7 +91,7 @@ def static_layer(scene: Scene, rot, pos, kwargs) -> _StaticLayer | None:
     oid = torch.tensor(static, device=oid.device)[oid.clamp(min=0)].masked_fill_(oid < 0, -1)
     # `sources` is kept so that the ids in `key` cannot be reused by new tensors
     coverage = F.avg_pool2d(out.coverage, s) if s > 1 else out.coverage
-    scene._layer_cache = _StaticLayer(key, sources, srot, spos, out.image, out.depth, oid, coverage)
+    scene._layer_cache = StaticLayer(key, sources, srot, spos, out.image, out.depth, oid, coverage)
     return scene._layer_cache
 
 
@@ -138,7 +138,7 @@ def layer_sources(scene: Scene, lighting, background, color_transform=None) -> l
     items += [cam.width, cam.height, cam.batch_size, background, color_transform]
     if lighting is not None:
         items += [lighting.ambient, lighting.direction, lighting.intensity]
-    for i in scene._static:
+    for i in scene.static_bodies:
         p = scene.primitives[i]
         size = tuple(p.size) if isinstance(p.size, (list, tuple)) else p.size
         items += [p.kind, size, p.texture, p.color, tuple(p.uv_scale), p.wrap]
@@ -152,10 +152,10 @@ def render_states(scene: Scene, states, frames_per_call: int = 16, window=None, 
     at a time, as `RenderBuffers` with two leading axes (M, B, ...)."""
     import physics
 
-    from ..render import RenderBuffers, render_buffers
+    from ..renderer import RenderBuffers, render_buffers
 
     frames, batch = states.position.shape[:2]
-    from ..render.api import DEFAULT_EDGE_SOFTNESS
+    from ..renderer.api import DEFAULT_EDGE_SOFTNESS
 
     kwargs.setdefault("lighting", scene.lighting)
     kwargs.setdefault("background", scene.background)
@@ -165,7 +165,7 @@ def render_states(scene: Scene, states, frames_per_call: int = 16, window=None, 
         chunk = [x[start : start + frames_per_call].flatten(0, 1) for x in states.tensors()]
         m = chunk[0].shape[0] // batch
         if batch == 1 and window is None:
-            out = scene._render(physics.State(*chunk), True, True, **kwargs)
+            out = scene.render_buffers(physics.State(*chunk), **kwargs)
         else:
             crop = None
             if window is not None:
@@ -174,7 +174,7 @@ def render_states(scene: Scene, states, frames_per_call: int = 16, window=None, 
             camera, primitives = tiled(scene, m, crop)
             per_frame = tiled_per_image(kwargs, batch, m)
             out = draw_subset(
-                render_buffers, camera, primitives, scene._drawn, chunk[1], chunk[0], True,
+                render_buffers, camera, primitives, scene.drawn_bodies, chunk[1], chunk[0], True,
                 per_frame,
             )  # fmt: skip
         parts.append(out)
@@ -237,7 +237,7 @@ def tiled(scene: Scene, m: int, crop=None):
     )  # fmt: skip
     used = {"sphere": 1, "box": 3, "capsule": 2, "cylinder": 2, "plane": 2}
     primitives = []
-    for i in scene._drawn:
+    for i in scene.drawn_bodies:
         p = scene.primitives[i]
         size = p.size
         if isinstance(size, torch.Tensor) and size.dim() >= 1 and p.kind != "plane":

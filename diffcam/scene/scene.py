@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -10,7 +11,7 @@ import torch
 
 from ..autodiff import plain_autograd
 from ..errors import SceneError
-from ..render.api import DEFAULT_EDGE_SOFTNESS
+from ..renderer.api import DEFAULT_EDGE_SOFTNESS
 from . import rendering
 from .build import build_camera, build_lighting, build_primitives, build_world, load_textures
 from .describe import describe
@@ -31,13 +32,20 @@ class Scene:
         primitives: list of `diffcam.Primitive`, one per body in state order.
         background: (3,) colour or (3, Ht, Wt) texture.
         body_names, actuator_names: lists of str (state order, action-column order).
+        drawn_bodies: indices (state order) of the bodies drawn (``visible`` in the file,
+            default true); static_bodies, dynamic_bodies: those of them that are static and
+            that move.
         batch_size, dtype, device, timestep: what the scene was loaded with, and the physics
             step (s).
 
     Rendering keeps the static bodies' pre-rendered layer in a one-entry cache (see `render`).
     """
 
-    def __init__(self, config: SceneConfig, batch_size: int, device, dtype):
+    def __init__(
+        self, config: SceneConfig, batch_size: int, device, dtype, source: tuple | None = None
+    ):
+        """``source``: (raw file data, base folder, overrides), as `load_scene` passes them,
+        for `with_overrides` and `override_paths`."""
         self.config = config
         self.path = config.file
         self.batch_size = batch_size
@@ -60,12 +68,11 @@ class Scene:
         self.background = self.textures[bg] if isinstance(bg, str) else tensor(bg)
         self.primitives = build_primitives(config.bodies, self.textures, tensor)
         # the bodies drawn (``visible`` in the file, default true), static and moving apart
-        self._drawn = [i for i, b in enumerate(config.bodies) if b.get("visible", True)]
-        self._static = [i for i in self._drawn if self.world.is_static[i]]
-        self._dynamic = [i for i in self._drawn if not self.world.is_static[i]]
-        self._layer_cache: rendering._StaticLayer | None = None
-        # (raw file data, base folder, overrides): set by `load_scene`, for `with_overrides`
-        self._source: tuple | None = None
+        self.drawn_bodies = [i for i, b in enumerate(config.bodies) if b.get("visible", True)]
+        self.static_bodies = [i for i in self.drawn_bodies if self.world.is_static[i]]
+        self.dynamic_bodies = [i for i in self.drawn_bodies if not self.world.is_static[i]]
+        self._layer_cache: rendering.StaticLayer | None = None
+        self._source = source
         # state-steps stepped eagerly on the default path (`step`, `rollout` with compile=None)
         self._eager_state_steps = 0
         # set once the compiled step's libraries were found on disk past a tenth of the way
@@ -249,7 +256,7 @@ class Scene:
         """`diffcam.render_buffers` of the whole scene, over the cached static layer if it
         applies; the object ids are those of the scene's bodies only when ``want_ids``, which
         otherwise leaves depth, object ids and coverage out (None)."""
-        from ..render import RenderBuffers, render, render_buffers
+        from ..renderer import RenderBuffers, render, render_buffers
 
         def draw(*args, **kw):  # the image alone (no depth, ids, coverage) unless want_ids
             if want_ids:
@@ -262,13 +269,13 @@ class Scene:
         rot, pos = self._poses(state)
         layer = rendering.static_layer(self, rot, pos, kwargs) if static_cache else None
         if layer is None:
-            drawn = self._drawn
+            drawn = self.drawn_bodies
             primitives = [self.primitives[i] for i in drawn]
             return rendering.draw_subset(
                 draw, self.camera, primitives, drawn, rot, pos, want_ids, kwargs
             )
         kwargs.pop("background")
-        dyn = self._dynamic
+        dyn = self.dynamic_bodies
         transform = kwargs.pop("color_transform", None)
         if transform is not None:
             kwargs["color_transform"] = transform[:, dyn]
@@ -308,6 +315,18 @@ class Scene:
         return self.camera.project(state.position)
 
     # ----------------------------------------------------------------- variants
+    def view(self, camera=None, primitives: list | None = None) -> Scene:
+        """The same scene seen through another ``camera`` or drawn with other ``primitives``
+        (one per body), sharing everything else (world, textures, settings) with this one, with
+        a static-layer cache of its own (see `render`)."""
+        view = copy.copy(self)
+        if camera is not None:
+            view.camera = camera
+        if primitives is not None:
+            view.primitives = list(primitives)
+        view._layer_cache = None
+        return view
+
     def with_overrides(self, overrides: Mapping[str, Any], batch_size: int | None = None):
         """The same scene file with (more) overrides, without reading the file again: a new
         `Scene` (the overrides given at load time stay unless replaced)."""
@@ -322,8 +341,10 @@ class Scene:
         config = validate_scene(
             data, file=self.path, base_dir=base_dir, batch_size=batch, overrides=merged
         )
-        scene = Scene(config, batch_size=batch, device=self.device, dtype=self.dtype)
-        scene._source = (data, base_dir, merged)
+        scene = Scene(
+            config, batch_size=batch, device=self.device, dtype=self.dtype,
+            source=(data, base_dir, merged),
+        )  # fmt: skip
         scene.compile_after = self.compile_after
         return scene
 

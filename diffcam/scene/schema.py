@@ -2,7 +2,7 @@
 
 A `_Field` parses one value (a number, a list, a name, ...) and raises a `SceneError` naming the
 key and what it accepts; ``numeric`` fields may be overridden by tensors. The ``*_FIELDS``
-tables list each section's keys; `_check_table` rejects unknown and missing ones.
+tables list each section's keys; `check_table` rejects unknown and missing ones.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from ..errors import SceneError, did_you_mean
 _SHAPES = ("sphere", "box", "capsule", "cylinder", "plane")
 _JOINT_TYPES = ("hinge", "slider", "ball", "fixed")
 _MOTOR_TYPES = ("force", "servo")
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
-_DEFAULT_COLOR = (0.7, 0.7, 0.7)
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+DEFAULT_COLOR = (0.7, 0.7, 0.7)
 
 
 # --------------------------------------------------------------------------- validation context
 @dataclass
-class _Ctx:
+class ParseContext:
     file: str
     batch_size: int
     overridden: set
@@ -37,7 +37,7 @@ class _Ctx:
         return SceneError(reason, file=self.file, key=key, accepted=accepted)
 
 
-def _show(value: Any) -> str:
+def describe_value(value: Any) -> str:
     """A short description of a bad value for an error message."""
     if isinstance(value, torch.Tensor):
         return f"a tensor of shape {tuple(value.shape)}"
@@ -47,7 +47,7 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _is_number(x: Any) -> bool:
+def is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
@@ -58,7 +58,7 @@ class _Field:
     numeric = False
     accepted = ""
 
-    def parse(self, value: Any, key: str, ctx: _Ctx) -> Any:  # pragma: no cover - abstract
+    def parse(self, value: Any, key: str, ctx: ParseContext) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -124,37 +124,45 @@ class _Num(_Field):
             arr = value.detach().to("cpu", torch.float64).numpy()
         else:
             if self.shape == ():
-                if not _is_number(value):
-                    raise ctx.error(key, f"expected a number, got {_show(value)}", self.accepted)
+                if not is_number(value):
+                    raise ctx.error(
+                        key, f"expected a number, got {describe_value(value)}", self.accepted
+                    )
                 arr = np.asarray(float(value))
             else:
                 n = self.shape[0]
                 if not isinstance(value, (list, tuple)) or len(value) != n:
                     raise ctx.error(
-                        key, f"expected a list of {n} numbers, got {_show(value)}", self.accepted
+                        key,
+                        f"expected a list of {n} numbers, got {describe_value(value)}",
+                        self.accepted,
                     )
-                if not all(_is_number(v) for v in value):
+                if not all(is_number(v) for v in value):
                     raise ctx.error(
-                        key, f"expected a list of {n} numbers, got {_show(value)}", self.accepted
+                        key,
+                        f"expected a list of {n} numbers, got {describe_value(value)}",
+                        self.accepted,
                     )
                 arr = np.asarray([float(v) for v in value])
                 value = [float(v) for v in value]
         if np.isnan(arr).any() or (not self.allow_inf and np.isinf(arr).any()):
-            raise ctx.error(key, f"not a finite value: {_show(value)}", self.accepted)
+            raise ctx.error(key, f"not a finite value: {describe_value(value)}", self.accepted)
         if (np.abs(arr[np.isfinite(arr)]) > self.max_abs).any():
             raise ctx.error(
-                key, f"too large: {_show(value)}", f"{self.accepted}, magnitude <= {self.max_abs:g}"
+                key,
+                f"too large: {describe_value(value)}",
+                f"{self.accepted}, magnitude <= {self.max_abs:g}",
             )
         if self.lo is not None:
             bad = arr <= self.lo if self.lo_open else arr < self.lo
             if bad.any():
-                raise ctx.error(key, f"out of range: {_show(value)}", self.accepted)
+                raise ctx.error(key, f"out of range: {describe_value(value)}", self.accepted)
         if self.hi is not None and (arr > self.hi).any():
-            raise ctx.error(key, f"out of range: {_show(value)}", self.accepted)
+            raise ctx.error(key, f"out of range: {describe_value(value)}", self.accepted)
         if self.nonzero:
             flat = arr.reshape(-1, *self.shape) if self.shape else arr.reshape(-1, 1)
             if (np.abs(flat).sum(axis=-1) < 1e-12).any():
-                raise ctx.error(key, f"must not be zero: {_show(value)}", self.accepted)
+                raise ctx.error(key, f"must not be zero: {describe_value(value)}", self.accepted)
         if not isinstance(value, torch.Tensor) and self.shape == ():
             value = float(value)
         return value
@@ -167,7 +175,7 @@ class _Int(_Field):
 
     def parse(self, value, key, ctx):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ctx.error(key, f"expected an integer, got {_show(value)}", self.accepted)
+            raise ctx.error(key, f"expected an integer, got {describe_value(value)}", self.accepted)
         if value < self.lo or (self.hi is not None and value > self.hi):
             raise ctx.error(key, f"out of range: {value}", self.accepted)
         return value
@@ -184,7 +192,7 @@ class _Resolution(_Field):
             and all(1 <= v <= 8192 for v in value)
         )
         if not ok:
-            raise ctx.error(key, f"bad resolution {_show(value)}", self.accepted)
+            raise ctx.error(key, f"bad resolution {describe_value(value)}", self.accepted)
         return (int(value[0]), int(value[1]))
 
 
@@ -193,7 +201,9 @@ class _Bool(_Field):
 
     def parse(self, value, key, ctx):
         if not isinstance(value, bool):
-            raise ctx.error(key, f"expected true or false, got {_show(value)}", self.accepted)
+            raise ctx.error(
+                key, f"expected true or false, got {describe_value(value)}", self.accepted
+            )
         return value
 
 
@@ -202,7 +212,9 @@ class _Str(_Field):
 
     def parse(self, value, key, ctx):
         if not isinstance(value, str) or not value:
-            raise ctx.error(key, f"expected a non-empty string, got {_show(value)}", self.accepted)
+            raise ctx.error(
+                key, f"expected a non-empty string, got {describe_value(value)}", self.accepted
+            )
         return value
 
 
@@ -215,18 +227,18 @@ class _Choice(_Field):
         if not isinstance(value, str) or value not in self.choices:
             raise ctx.error(
                 key,
-                f"unknown value {_show(value)}{did_you_mean(value, self.choices)}",
+                f"unknown value {describe_value(value)}{did_you_mean(value, self.choices)}",
                 self.accepted,
             )
         return value
 
 
-class _Name(_Field):
+class NameField(_Field):
     accepted = "a name of letters, digits, '_' and '-' (not starting with a digit)"
 
     def parse(self, value, key, ctx):
-        if not isinstance(value, str) or not _NAME_RE.match(value):
-            raise ctx.error(key, f"bad name {_show(value)}", self.accepted)
+        if not isinstance(value, str) or not NAME_RE.match(value):
+            raise ctx.error(key, f"bad name {describe_value(value)}", self.accepted)
         if value == "world":
             raise ctx.error(
                 key, "'world' is reserved (a joint's parent = \"world\")", self.accepted
@@ -246,7 +258,7 @@ class _ColorOrName(_Field):
         return _COLOR.parse(value, key, ctx)
 
 
-class _TexturePath(_Field):
+class TexturePathField(_Field):
     """``[textures]`` entries: a PNG path (or a (3, Ht, Wt) tensor as an override)."""
 
     numeric = True
@@ -264,7 +276,9 @@ class _TexturePath(_Field):
                 raise ctx.error(key, "texture tensor must be finite floating point", None)
             return value
         if not isinstance(value, str) or not value:
-            raise ctx.error(key, f"expected a file name, got {_show(value)}", self.accepted)
+            raise ctx.error(
+                key, f"expected a file name, got {describe_value(value)}", self.accepted
+            )
         return value
 
 
@@ -295,7 +309,7 @@ CAMERA_FIELDS: dict[str, _Field] = {
 }
 
 BODY_FIELDS: dict[str, _Field] = {
-    "name": _Name(),
+    "name": NameField(),
     "shape": _Choice(_SHAPES),
     "size": _Num(),  # replaced by the shape's own size field below
     "mass": _Num((), lo=1e-6, max_abs=1e6),
@@ -333,7 +347,7 @@ SIZE_ACCEPTED = {
 }
 
 JOINT_FIELDS: dict[str, _Field] = {
-    "name": _Name(),
+    "name": NameField(),
     "type": _Choice(_JOINT_TYPES),
     "parent": _Str(),
     "child": _Str(),
@@ -365,14 +379,16 @@ LIGHT_FIELDS: dict[str, _Field] = {
 TOP_LEVEL = ("world", "camera", "light", "textures", "bodies", "joints")
 
 
-def _check_table(raw: Any, key: str, fields: Mapping[str, Any], ctx: _Ctx, required=()) -> dict:
+def check_table(
+    raw: Any, key: str, fields: Mapping[str, Any], ctx: ParseContext, required=()
+) -> dict:
     """Check that ``raw`` is a table with only known keys and the required ones."""
 
     def join(k):
         return f"{key}.{k}" if key else str(k)
 
     if not isinstance(raw, dict):
-        raise ctx.error(key or None, f"expected a table, got {_show(raw)}", None)
+        raise ctx.error(key or None, f"expected a table, got {describe_value(raw)}", None)
     for k in raw:
         if k not in fields:
             raise ctx.error(join(k), f"unknown key{did_you_mean(k, fields)}", ", ".join(fields))
@@ -382,10 +398,10 @@ def _check_table(raw: Any, key: str, fields: Mapping[str, Any], ctx: _Ctx, requi
     return raw
 
 
-def _item_key(section: str, i: int, raw: Any) -> str:
+def item_key(section: str, i: int, raw: Any) -> str:
     """``bodies.<name>`` when the item has a usable name, else ``bodies[i]``."""
     name = raw.get("name") if isinstance(raw, dict) else None
-    if isinstance(name, str) and _NAME_RE.match(name) and name != "world":
+    if isinstance(name, str) and NAME_RE.match(name) and name != "world":
         return f"{section}.{name}"
     return f"{section}[{i}]"
 

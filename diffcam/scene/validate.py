@@ -20,24 +20,24 @@ from physics import rules
 from physics.spec import ModelError
 
 from ..errors import SceneError, did_you_mean
-from .overrides import _apply_overrides
+from .overrides import apply_overrides
 from .schema import (
-    _NAME_RE,
     BODY_FIELDS,
     CAMERA_FIELDS,
     JOINT_FIELDS,
     LIGHT_FIELDS,
     MOTOR_FIELDS,
+    NAME_RE,
     SIZE_ACCEPTED,
     SIZE_FIELDS,
     TOP_LEVEL,
     WORLD_FIELDS,
-    _check_table,
-    _Ctx,
-    _item_key,
-    _Name,
-    _show,
-    _TexturePath,
+    NameField,
+    ParseContext,
+    TexturePathField,
+    check_table,
+    describe_value,
+    item_key,
 )
 
 
@@ -65,7 +65,7 @@ def scene_key(error: ModelError) -> str | None:
     return f"{error.section}.{error.name}.{error.field}"
 
 
-def _check_rule(ctx: _Ctx, rule, *args, **kwargs) -> None:
+def _check_rule(ctx: ParseContext, rule, *args, **kwargs) -> None:
     """Run one of `physics.rules`; its `ModelError` becomes a `SceneError` naming the key."""
     try:
         rule(*args, **kwargs)
@@ -82,23 +82,25 @@ def validate_scene(
     overrides: Mapping[str, Any] | None = None,
 ) -> SceneConfig:
     """Check a parsed scene (and overrides) without building anything."""
-    ctx = _Ctx(file=str(file), batch_size=batch_size, overridden=set())
+    ctx = ParseContext(file=str(file), batch_size=batch_size, overridden=set())
     if not isinstance(data, dict):
-        raise SceneError(f"expected a table at the top level, got {_show(data)}", file=str(file))
-    data = _apply_overrides(data, overrides or {}, ctx)
+        raise SceneError(
+            f"expected a table at the top level, got {describe_value(data)}", file=str(file)
+        )
+    data = apply_overrides(data, overrides or {}, ctx)
     return _validate(data, ctx, Path(base_dir))
 
 
-def _validate(data: dict, ctx: _Ctx, base_dir: Path) -> SceneConfig:
-    _check_table(data, "", dict.fromkeys(TOP_LEVEL), ctx, required=("camera", "bodies"))
+def _validate(data: dict, ctx: ParseContext, base_dir: Path) -> SceneConfig:
+    check_table(data, "", dict.fromkeys(TOP_LEVEL), ctx, required=("camera", "bodies"))
 
-    raw_world = _check_table(data.get("world", {}), "world", WORLD_FIELDS, ctx)
+    raw_world = check_table(data.get("world", {}), "world", WORLD_FIELDS, ctx)
     world = {k: WORLD_FIELDS[k].parse(v, f"world.{k}", ctx) for k, v in raw_world.items()}
 
     # light (optional; without it the scene is drawn unlit)
     light = None
     if "light" in data:
-        raw_light = _check_table(data["light"], "light", LIGHT_FIELDS, ctx)
+        raw_light = check_table(data["light"], "light", LIGHT_FIELDS, ctx)
         light = {k: LIGHT_FIELDS[k].parse(v, f"light.{k}", ctx) for k, v in raw_light.items()}
 
     textures = _validate_textures(data.get("textures", {}), ctx)
@@ -117,20 +119,22 @@ def _validate(data: dict, ctx: _Ctx, base_dir: Path) -> SceneConfig:
     )
 
 
-def _validate_textures(raw_tex: Any, ctx: _Ctx) -> dict:
+def _validate_textures(raw_tex: Any, ctx: ParseContext) -> dict:
     """``[textures]``: name -> PNG path (or a tensor override)."""
     if not isinstance(raw_tex, dict):
-        raise ctx.error("textures", f'expected a table name = "file.png", got {_show(raw_tex)}')
+        raise ctx.error(
+            "textures", f'expected a table name = "file.png", got {describe_value(raw_tex)}'
+        )
     textures = {}
     for name, value in raw_tex.items():
         key = f"textures.{name}"
-        if not _NAME_RE.match(name):
-            raise ctx.error(key, f"bad texture name {name!r}", _Name.accepted)
-        textures[name] = _TexturePath().parse(value, key, ctx)
+        if not NAME_RE.match(name):
+            raise ctx.error(key, f"bad texture name {name!r}", NameField.accepted)
+        textures[name] = TexturePathField().parse(value, key, ctx)
     return textures
 
 
-def _texture_ref(value: str, key: str, textures: dict, ctx: _Ctx) -> str:
+def _texture_ref(value: str, key: str, textures: dict, ctx: ParseContext) -> str:
     """A texture name used by ``key``, which must be declared in ``[textures]``."""
     if value not in textures:
         known = ", ".join(textures) or "none declared in [textures]"
@@ -142,9 +146,9 @@ def _texture_ref(value: str, key: str, textures: dict, ctx: _Ctx) -> str:
     return value
 
 
-def _validate_camera(raw: Any, textures: dict, ctx: _Ctx) -> dict:
+def _validate_camera(raw: Any, textures: dict, ctx: ParseContext) -> dict:
     """``[camera]``: the pose, the field of view (fov_y_deg or focal) and the background."""
-    raw_cam = _check_table(
+    raw_cam = check_table(
         raw, "camera", CAMERA_FIELDS, ctx, required=("resolution", "position", "look_at")
     )
     camera = {k: CAMERA_FIELDS[k].parse(v, f"camera.{k}", ctx) for k, v in raw_cam.items()}
@@ -166,7 +170,7 @@ def _validate_camera(raw: Any, textures: dict, ctx: _Ctx) -> dict:
     return camera
 
 
-def _check_camera_geometry(camera: dict, ctx: _Ctx) -> None:
+def _check_camera_geometry(camera: dict, ctx: ParseContext) -> None:
     def arr(v):
         if isinstance(v, torch.Tensor):
             return v.detach().to("cpu", torch.float64).numpy().reshape(-1, 3)
@@ -186,18 +190,18 @@ def _check_camera_geometry(camera: dict, ctx: _Ctx) -> None:
         )
 
 
-def _validate_bodies(raw_bodies: Any, textures: dict, ctx: _Ctx) -> list[dict]:
+def _validate_bodies(raw_bodies: Any, textures: dict, ctx: ParseContext) -> list[dict]:
     """``[[bodies]]``: one or more bodies with unique names."""
     if not isinstance(raw_bodies, list) or not raw_bodies:
         raise ctx.error(
             "bodies",
-            f"expected an array of tables ([[bodies]]), got {_show(raw_bodies)}",
+            f"expected an array of tables ([[bodies]]), got {describe_value(raw_bodies)}",
             "one or more [[bodies]] tables",
         )
     bodies, names = [], []
     for i, rb in enumerate(raw_bodies):
-        key = _item_key("bodies", i, rb)
-        _check_table(rb, key, BODY_FIELDS, ctx, required=("name", "shape", "size"))
+        key = item_key("bodies", i, rb)
+        check_table(rb, key, BODY_FIELDS, ctx, required=("name", "shape", "size"))
         name = BODY_FIELDS["name"].parse(rb["name"], f"{key}.name", ctx)
         _check_rule(ctx, rules.check_body_names, [*names, name])
         names.append(name)
@@ -205,7 +209,7 @@ def _validate_bodies(raw_bodies: Any, textures: dict, ctx: _Ctx) -> list[dict]:
     return bodies
 
 
-def _validate_body(rb: dict, index: int, name: str, textures: dict, ctx: _Ctx) -> dict:
+def _validate_body(rb: dict, index: int, name: str, textures: dict, ctx: ParseContext) -> dict:
     """One body (``index`` in the file): its shape's size, static or with a mass, a texture or a
     colour."""
     key = f"bodies.{name}"
@@ -232,16 +236,18 @@ def _validate_body(rb: dict, index: int, name: str, textures: dict, ctx: _Ctx) -
     return b
 
 
-def _validate_joints(raw_joints: Any, bodies: list[dict], ctx: _Ctx) -> list[dict]:
+def _validate_joints(raw_joints: Any, bodies: list[dict], ctx: ParseContext) -> list[dict]:
     """``[[joints]]`` (optional): joints with unique names."""
     if not isinstance(raw_joints, list):
         raise ctx.error(
-            "joints", f"expected an array of tables ([[joints]]), got {_show(raw_joints)}", None
+            "joints",
+            f"expected an array of tables ([[joints]]), got {describe_value(raw_joints)}",
+            None,
         )
     joints, jnames = [], []
     for i, rj in enumerate(raw_joints):
-        key = _item_key("joints", i, rj)
-        _check_table(rj, key, JOINT_FIELDS, ctx, required=("name", "type", "parent", "child"))
+        key = item_key("joints", i, rj)
+        check_table(rj, key, JOINT_FIELDS, ctx, required=("name", "type", "parent", "child"))
         name = JOINT_FIELDS["name"].parse(rj["name"], f"{key}.name", ctx)
         _check_rule(ctx, rules.check_joint_names, [*jnames, name])
         jnames.append(name)
@@ -249,7 +255,7 @@ def _validate_joints(raw_joints: Any, bodies: list[dict], ctx: _Ctx) -> list[dic
     return joints
 
 
-def _validate_joint(rj: dict, index: int, name: str, bodies: list[dict], ctx: _Ctx):
+def _validate_joint(rj: dict, index: int, name: str, bodies: list[dict], ctx: ParseContext):
     """One joint (``index`` in the file) between known bodies, with its optional motor."""
     key = f"joints.{name}"
     j = {"name": name}
@@ -274,9 +280,9 @@ def _validate_joint(rj: dict, index: int, name: str, bodies: list[dict], ctx: _C
     return j
 
 
-def _validate_motor(raw: Any, mk: str, ctx: _Ctx) -> dict:
+def _validate_motor(raw: Any, mk: str, ctx: ParseContext) -> dict:
     """A joint's ``motor`` table: a force motor takes only ``max``, a servo every key."""
-    rm = _check_table(raw, mk, MOTOR_FIELDS, ctx, required=("type",))
+    rm = check_table(raw, mk, MOTOR_FIELDS, ctx, required=("type",))
     motor = {k: MOTOR_FIELDS[k].parse(v, f"{mk}.{k}", ctx) for k, v in rm.items()}
     allowed = {"force": ("type", "max"), "servo": tuple(MOTOR_FIELDS)}[motor["type"]]
     for k in motor:

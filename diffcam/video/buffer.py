@@ -6,15 +6,15 @@ import math
 
 import torch
 
-from .container import _declared_end
+from .container import declared_end
 from .errors import VideoError
-from .selection import _Selection
+from .selection import Selection
 
 # Largest initial output allocation in frames; longer clips grow in chunks.
 _MAX_PREALLOC = 65536
 
 
-class _Output:
+class Output:
     """Growable (T, 3, H, W) output: one preallocated block of the estimated length, then
     extra chunks if the estimate was short."""
 
@@ -44,12 +44,12 @@ class _Output:
         return torch.cat(blocks)
 
 
-def _allocate(
+def allocate(
     path: str, estimate: int, shape: tuple[int, int, int], dtype: torch.dtype, device
-) -> _Output:
+) -> Output:
     """The output buffer, or a VideoError saying how to read less when it does not fit."""
     try:
-        return _Output(max(1, estimate), shape, dtype, device)
+        return Output(max(1, estimate), shape, dtype, device)
     except RuntimeError as exc:  # includes torch.OutOfMemoryError
         gib = max(1, estimate) * math.prod(shape) * dtype.itemsize / 2**30
         raise VideoError(
@@ -60,12 +60,12 @@ def _allocate(
         ) from None
 
 
-def _estimate_count(sel: _Selection, declared: int, container, stream, fps: float) -> int:
+def estimate_count(sel: Selection, declared: int, container, stream, fps: float) -> int:
     """Estimated number of output frames (for preallocation and the progress bar; 0 if
     unknown)."""
     total = declared
     if not total:
-        end = _declared_end(container, stream)
+        end = declared_end(container, stream)
         if end is None and container.duration:
             end = container.duration / 1e6
         if end is not None and math.isfinite(fps):

@@ -4,8 +4,8 @@ A decoder outputs frames in presentation order, but the timestamp it attaches to
 the one its packet carried. MP4, MOV, MKV and MPEG-TS store presentation timestamps, so that is
 right. AVI stores no timestamps: FFmpeg numbers its packets in file (decode) order, so with
 B-frames (H.264, HEVC, MPEG-4 part 2 unless its parser reorders them) a frame's own ``pts`` is
-a decode-order tick and the frames' ``pts`` go back and forth. `_PacketClock` gives each frame
-the right presentation timestamp in both cases; `_clock_problem` says what is wrong with
+a decode-order tick and the frames' ``pts`` go back and forth. `PacketClock` gives each frame
+the right presentation timestamp in both cases; `clock_problem` says what is wrong with
 timestamps that no reordering explains (repeats, steps back, huge gaps, missing ones).
 """
 
@@ -20,7 +20,7 @@ from fractions import Fraction
 _MAX_STEP_RATIO = 100
 
 
-class _PacketClock:
+class PacketClock:
     """Presentation timestamps (stream time base) of a stream's decoded frames, from the
     timestamps of the packets fed to the decoder.
 
@@ -62,7 +62,7 @@ class _PacketClock:
         return None if own_pts is None else int(own_pts)
 
 
-def _clock_problem(pts: list[int | None], indices: list[int], tb: Fraction) -> str | None:
+def clock_problem(pts: list[int | None], indices: list[int], tb: Fraction) -> str | None:
     """What makes these presentation timestamps unusable as a clock, or None.
 
     Args:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .clock import _PacketClock
+from .clock import PacketClock
 from .errors import VideoError
 
 
-def _av():
+def import_av():
     try:
         import av
     except ImportError as exc:  # pragma: no cover - av is a dependency
@@ -19,9 +19,9 @@ def _av():
     return av
 
 
-def _open(path: str):
+def open_container(path: str):
     """Open ``path`` with PyAV, turning FFmpeg's errors into VideoError."""
-    av = _av()
+    av = import_av()
     try:
         return av.open(path, mode="r")
     except av.FFmpegError as exc:
@@ -39,7 +39,7 @@ def _ffmpeg_reason(exc: BaseException) -> str:
     return str(msg).strip() or type(exc).__name__
 
 
-def _video_stream(container, path: str):
+def video_stream(container, path: str):
     streams = list(container.streams.video)
     if not streams:
         kinds = sorted({s.type for s in container.streams}) or ["none"]
@@ -50,14 +50,14 @@ def _video_stream(container, path: str):
     return streams[0]
 
 
-def _fps(stream) -> float:
+def stream_fps(stream) -> float:
     for rate in (stream.average_rate, stream.guessed_rate, stream.base_rate):
         if rate:
             return float(rate)
     return float("nan")
 
 
-def _declared_frames(stream) -> int:
+def declared_frames(stream) -> int:
     """The frame count the container header declares (0 if unknown)."""
     try:
         return max(0, int(stream.frames))
@@ -65,7 +65,7 @@ def _declared_frames(stream) -> int:
         return 0
 
 
-def _declared_end(container, stream) -> float | None:
+def declared_end(container, stream) -> float | None:
     """Seconds from the stream's start to its end as the container header declares them, or
     None. Matroska / WebM declare a length only for the whole file (all streams)."""
     if stream.duration and stream.time_base:
@@ -76,14 +76,14 @@ def _declared_end(container, stream) -> float | None:
     return None
 
 
-def _decoded_frames(container, stream, state: dict, clock: _PacketClock) -> Iterator[Any]:
+def decoded_frames(container, stream, state: dict, clock: PacketClock) -> Iterator[Any]:
     """The stream's frames in presentation order. Stops at the first FFmpeg error, recording
     it in ``state["failure"]``, after draining the frames the decoder still holds (with
     frame threading it holds several); counts packets in ``state["packets"]``, records
     where the last one ends (pts + duration) in ``state["end_pts"]`` and feeds each packet's
     timestamp to ``clock`` before decoding it (packets flagged for discarding, e.g. cut by an
     MP4 edit list, give no frame and are left out)."""
-    av = _av()
+    av = import_av()
     try:
         for packet in container.demux(stream):
             if not packet.size:

@@ -67,25 +67,25 @@ def _rotation_degrees(frame, stream) -> float:
         return 0.0
 
 
-def _quarter(frame, stream) -> int:
+def upright_quarters(frame, stream) -> int:
     """Counter-clockwise quarter turns (0 to 3) that show ``frame`` upright."""
     return round(_rotation_degrees(frame, stream) / 90.0) % 4
 
 
-def _upright_rgb(frame, stream, quarter: int | None = None) -> torch.Tensor:
+def upright_rgb(frame, stream, quarter: int | None = None) -> torch.Tensor:
     """(3, h, w) uint8 RGB of a decoded frame, turned upright by its rotation metadata (or by
     ``quarter`` counter-clockwise quarter turns, when given)."""
     arr = frame.to_ndarray(format="rgb24")  # (h, w, 3) uint8 from any pixel format
     img = torch.from_numpy(arr).permute(2, 0, 1)
     if quarter is None:
-        quarter = _quarter(frame, stream)
+        quarter = upright_quarters(frame, stream)
     if quarter:
         # torch.rot90 turns from the first towards the second dim: counter-clockwise on screen
         img = torch.rot90(img, quarter, dims=(1, 2))
     return img
 
 
-def _geometry(
+def output_geometry(
     path: str,
     source_size: tuple[int, int],
     crop: tuple[int, int, int, int] | None,
@@ -109,7 +109,7 @@ def _geometry(
     return out_w, out_h, (in_w, in_h)
 
 
-def _store(
+def store_frame(
     img: torch.Tensor,
     crop: tuple[int, int, int, int] | None,
     geom: tuple[int, int, tuple[int, int]],

@@ -12,24 +12,31 @@ from typing import Any
 
 import torch
 
-from .buffer import _allocate, _estimate_count, _Output
-from .clock import _clock_problem, _PacketClock
-from .container import _declared_end, _declared_frames, _decoded_frames, _fps, _open, _video_stream
-from .errors import VideoError
-from .frames import _geometry, _quarter, _store, _upright_rgb
-from .record import Video
-from .seek import _scan_for_seek, _SeekMissed, _SeekPlan
-from .selection import (
-    _TIME_EPS,
-    _at_fps,
-    _check_crop_form,
-    _empty_selection,
-    _parse_fps,
-    _parse_selection,
-    _parse_size,
-    _Selection,
+from .buffer import Output, allocate, estimate_count
+from .clock import PacketClock, clock_problem
+from .container import (
+    declared_end,
+    declared_frames,
+    decoded_frames,
+    open_container,
+    stream_fps,
+    video_stream,
 )
-from .yuv import _yuv_plan, _YuvPlan
+from .errors import VideoError
+from .frames import output_geometry, store_frame, upright_quarters, upright_rgb
+from .record import Video
+from .seek import SeekMissed, SeekPlan, scan_for_seek
+from .selection import (
+    TIME_EPS,
+    Selection,
+    at_fps,
+    check_crop_form,
+    empty_selection,
+    parse_fps,
+    parse_selection,
+    parse_size,
+)
+from .yuv import YuvPlan, yuv_plan
 
 
 def read_video(
@@ -154,12 +161,12 @@ def read_video(
             truncated file, or timestamps that cannot be trusted (see above).
     """
     p = os.fspath(path)
-    sel = _parse_selection(frames, seconds, stride, p)
-    rate = _parse_fps(fps, p)
+    sel = parse_selection(frames, seconds, stride, p)
+    rate = parse_fps(fps, p)
     if rate is not None:
-        sel = _at_fps(sel, rate, p)
-    out_size = _parse_size(size, p)
-    crop = _check_crop_form(crop, p)
+        sel = at_fps(sel, rate, p)
+    out_size = parse_size(size, p)
+    crop = check_crop_form(crop, p)
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise VideoError(
             "must be a floating torch dtype (frames are in [0, 1])",
@@ -186,12 +193,12 @@ def read_video(
     if os.path.isdir(p):
         raise VideoError("is a directory, not a video file", path=p)
 
-    plan = None if sel.from_first else _scan_for_seek(p, sel)
+    plan = None if sel.from_first else scan_for_seek(p, sel)
     args = (p, sel, out_size, crop, dtype, device, progress, allow_truncated, rate, conversion)
     with _one_torch_thread(device):
         try:
             return _decode(*args, plan=plan)
-        except _SeekMissed:
+        except SeekMissed:
             return _decode(*args, plan=None)
 
 
@@ -212,7 +219,7 @@ def _one_torch_thread(device: torch.device) -> Iterator[None]:
 
 def _decode(
     path: str,
-    sel: _Selection,
+    sel: Selection,
     size: tuple[int | None, int | None] | None,
     crop: tuple[int, int, int, int] | None,
     dtype: torch.dtype,
@@ -222,20 +229,20 @@ def _decode(
     rate: float | None,
     conversion: str,
     *,
-    plan: _SeekPlan | None,
+    plan: SeekPlan | None,
 ) -> Video:
     """One decode pass (from the start, or from ``plan``'s keyframe); ``rate`` is read_video's
     ``fps`` (times are index / rate) or None (times are the presentation timestamps)."""
     from tqdm.auto import tqdm
 
     work = torch.float64 if dtype == torch.float64 else torch.float32
-    with _open(path) as container:
-        stream = _video_stream(container, path)
+    with open_container(path) as container:
+        stream = video_stream(container, path)
         stream.thread_type = "AUTO"  # frame + slice threads
         tb: Fraction = stream.time_base
-        fps = _fps(stream) if rate is None else rate
-        declared = _declared_frames(stream)
-        estimate = _estimate_count(sel, declared, container, stream, fps)
+        fps = stream_fps(stream) if rate is None else rate
+        declared = declared_frames(stream)
+        estimate = estimate_count(sel, declared, container, stream, fps)
         if plan is not None:
             container.seek(plan.seek_ts, stream=stream, backward=True, any_frame=False)
         first_pts = None if plan is None else plan.first_pts
@@ -246,11 +253,11 @@ def _decode(
         kept_index: list[int] = []
         seen_pts: list[int | None] = []  # every decoded frame's timestamp, for the clock check
         seen_index: list[int] = []
-        clock = _PacketClock()
+        clock = PacketClock()
         source_size = None
-        out: _Output | None = None
+        out: Output | None = None
         geom: tuple[int, int, tuple[int, int]] | None = None
-        yuv: _YuvPlan | None = None
+        yuv: YuvPlan | None = None
         used: set[str] = set()  # the conversions the kept frames went through
         state: dict[str, Any] = {"packets": 0, "failure": None, "end_pts": None}
         reached_end = True
@@ -262,14 +269,14 @@ def _decode(
             unit="frame",
             leave=False,
         )
-        frames = _decoded_frames(container, stream, state, clock)
+        frames = decoded_frames(container, stream, state, clock)
         try:
             for frame in frames:
                 pts = clock.frame(frame.pts)  # not frame.pts: it is in decode order in AVI
                 if plan is not None and index < plan.start_index:
                     # after the seek: skip to the first wanted frame, checking the landing
                     if pts is None or pts > plan.target_pts:
-                        raise _SeekMissed
+                        raise SeekMissed
                     if pts < plan.target_pts:
                         continue
                 index += 1
@@ -299,9 +306,9 @@ def _decode(
                 else:
                     pts_time = (pts - first_pts) * tb.numerator / tb.denominator
                 if sel.by_time:
-                    if pts_time < sel.t0 - _TIME_EPS:
+                    if pts_time < sel.t0 - TIME_EPS:
                         continue
-                    if sel.t1 is not None and pts_time >= sel.t1 - _TIME_EPS:
+                    if sel.t1 is not None and pts_time >= sel.t1 - TIME_EPS:
                         reached_end = False
                         break
                 else:
@@ -313,16 +320,16 @@ def _decode(
                 in_range += 1
                 if (in_range - 1) % sel.stride:
                     continue
-                quarter = _quarter(frame, stream)
+                quarter = upright_quarters(frame, stream)
                 upright = (int(frame.width), int(frame.height))
                 if quarter % 2:
                     upright = upright[::-1]
                 if source_size is None:
                     source_size = upright
-                    geom = _geometry(path, source_size, crop, size)
-                    out = _allocate(path, estimate, (3, geom[1], geom[0]), dtype, device)
+                    geom = output_geometry(path, source_size, crop, size)
+                    out = allocate(path, estimate, (3, geom[1], geom[0]), dtype, device)
                     if conversion == "auto":
-                        yuv = _yuv_plan(frame, quarter, crop, geom, work)
+                        yuv = yuv_plan(frame, quarter, crop, geom, work)
                 elif upright != source_size:
                     raise VideoError(
                         f"the frame size changes from {source_size[0]}x{source_size[1]} to "
@@ -334,8 +341,8 @@ def _decode(
                 if yuv is not None and yuv.store(frame, quarter, slot):
                     used.add("yuv")
                 else:
-                    img = _upright_rgb(frame, stream, quarter)
-                    _store(img, crop, geom, work, device, slot)  # type: ignore[arg-type]
+                    img = upright_rgb(frame, stream, quarter)
+                    store_frame(img, crop, geom, work, device, slot)  # type: ignore[arg-type]
                     used.add("rgb")
                 kept_times.append(pts_time)
                 kept_index.append(index)
@@ -371,7 +378,7 @@ def _decode(
         clock_name = "index/fps fallback"
     else:
         clock_name = "container"
-        problem = _clock_problem(seen_pts, seen_index, tb)
+        problem = clock_problem(seen_pts, seen_index, tb)
         if problem is not None:
             raise VideoError(
                 f"its timestamps cannot be trusted as a clock: {problem}. Pass fps= (the "
@@ -387,7 +394,7 @@ def _decode(
                 path=path,
                 argument=sel.label,
             )
-        raise _empty_selection(path, sel, index + 1, _last_time(last_pts, first_pts, tb))
+        raise empty_selection(path, sel, index + 1, _last_time(last_pts, first_pts, tb))
     return Video(
         frames=out.finish(),  # type: ignore[union-attr]
         times=torch.tensor(kept_times, dtype=torch.float64),
@@ -410,7 +417,7 @@ def _last_time(last_pts: int | None, first_pts: int | None, tb: Fraction) -> flo
 def _shortfall(
     container,
     stream,
-    plan: _SeekPlan | None,
+    plan: SeekPlan | None,
     packets: int,
     declared: int,
     end_pts: int | None,
@@ -420,11 +427,11 @@ def _shortfall(
     short, or None."""
     if plan is None and declared and packets < declared:
         return f"it holds {packets} of the {declared} frames its header declares"
-    end = _declared_end(container, stream)
+    end = declared_end(container, stream)
     if end is None or end_pts is None or first_pts is None:
         return None
     got = float((end_pts - first_pts) * stream.time_base)
-    fps = _fps(stream)
+    fps = stream_fps(stream)
     slack = max(0.5, 3.0 / fps) if math.isfinite(fps) and fps > 0 else 0.5
     if got + slack < end:
         return f"its frames end at {got:.3f} s but its header declares {end:.3f} s"

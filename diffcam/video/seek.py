@@ -6,8 +6,8 @@ import bisect
 import math
 from dataclasses import dataclass
 
-from .container import _av, _open, _video_stream
-from .selection import _TIME_EPS, _empty_selection, _Selection
+from .container import import_av, open_container, video_stream
+from .selection import TIME_EPS, Selection, empty_selection
 
 # Frames a decoder may reorder (H.264 and HEVC allow at most 16): the packet scan before a
 # seek reads this many packets past the wanted frame so that its presentation rank is exact.
@@ -15,7 +15,7 @@ _REORDER_MARGIN = 64
 
 
 @dataclass
-class _SeekPlan:
+class SeekPlan:
     """Seek to ``seek_ts`` (stream time base) and decode forward to the frame at ``target_pts``,
     which is frame ``start_index``; ``first_pts`` is the stream's first presentation time."""
 
@@ -25,11 +25,11 @@ class _SeekPlan:
     first_pts: int
 
 
-class _SeekMissed(Exception):
+class SeekMissed(Exception):
     """The decoder did not land where the packet scan said: decode from the start instead."""
 
 
-def _scan_for_seek(path: str, sel: _Selection) -> _SeekPlan | None:
+def scan_for_seek(path: str, sel: Selection) -> SeekPlan | None:
     """Demux (without decoding) from the start far enough to place the selection's first
     frame exactly: its presentation timestamp and its index among the stream's frames.
 
@@ -37,12 +37,12 @@ def _scan_for_seek(path: str, sel: _Selection) -> _SeekPlan | None:
     follows the first keyframe) or the only safe way (packets without timestamps, or with
     repeated ones). Raises VideoError for a selection that starts past the end.
     """
-    av = _av()
+    av = import_av()
     pts_list: list[int] = []
     keys: list[tuple[int, int]] = []  # (pts, seek timestamp) of keyframes, decode order
     eof = True
-    with _open(path) as container:
-        stream = _video_stream(container, path)
+    with open_container(path) as container:
+        stream = video_stream(container, path)
         tb = stream.time_base
         first = None
         threshold = None  # in pts units: t0 after the first frame
@@ -61,7 +61,7 @@ def _scan_for_seek(path: str, sel: _Selection) -> _SeekPlan | None:
                 if first is None or pts < first:
                     first = pts
                     if sel.by_time:
-                        threshold = first + math.floor((sel.t0 - _TIME_EPS) / tb)
+                        threshold = first + math.floor((sel.t0 - TIME_EPS) / tb)
                 if sel.by_time:
                     past += pts >= threshold  # type: ignore[operator]
                     done = past >= _REORDER_MARGIN
@@ -80,12 +80,12 @@ def _scan_for_seek(path: str, sel: _Selection) -> _SeekPlan | None:
     first = pts_list[0]
     if sel.by_time:
         times = [float((p - first) * tb) for p in pts_list]
-        k = bisect.bisect_left(times, sel.t0 - _TIME_EPS)
+        k = bisect.bisect_left(times, sel.t0 - TIME_EPS)
     else:
         k = sel.start
     if k >= len(pts_list):
         if eof:
-            raise _empty_selection(path, sel, len(pts_list), float((pts_list[-1] - first) * tb))
+            raise empty_selection(path, sel, len(pts_list), float((pts_list[-1] - first) * tb))
         return None  # cannot happen with the margin; decode from the start
     target = pts_list[k]
     before = [key for key in keys if key[0] <= target]
@@ -94,4 +94,4 @@ def _scan_for_seek(path: str, sel: _Selection) -> _SeekPlan | None:
     best = max(before)  # the last keyframe at or before the target
     if best[0] == min(keys)[0]:
         return None  # it is the first keyframe: decoding from the start is as good
-    return _SeekPlan(seek_ts=best[1], target_pts=target, start_index=k, first_pts=first)
+    return SeekPlan(seek_ts=best[1], target_pts=target, start_index=k, first_pts=first)

@@ -10,14 +10,14 @@ import numpy as np
 
 from .errors import VideoError
 
-# A frame is selected by time if t0 - _TIME_EPS <= t < t1 - _TIME_EPS: the tolerance absorbs
+# A frame is selected by time if t0 - TIME_EPS <= t < t1 - TIME_EPS: the tolerance absorbs
 # the rounding of decimal seconds (0.1 is not exact in binary) and is far below any frame
 # interval.
-_TIME_EPS = 1e-6
+TIME_EPS = 1e-6
 
 
 @dataclass
-class _Selection:
+class Selection:
     """Which frames to keep: by index [start, stop) or by time [t0, t1), every stride-th."""
 
     by_time: bool
@@ -31,7 +31,7 @@ class _Selection:
 
     @property
     def from_first(self) -> bool:
-        return (self.t0 <= _TIME_EPS) if self.by_time else self.start == 0
+        return (self.t0 <= TIME_EPS) if self.by_time else self.start == 0
 
 
 def _is_int(v: Any) -> bool:
@@ -42,7 +42,7 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 
-def _parse_selection(frames: Any, seconds: Any, stride: Any, path: str) -> _Selection:
+def parse_selection(frames: Any, seconds: Any, stride: Any, path: str) -> Selection:
     if not _is_int(stride) or stride < 1:
         raise VideoError(
             "must be an integer >= 1 (keep every stride-th frame)",
@@ -74,9 +74,9 @@ def _parse_selection(frames: Any, seconds: Any, stride: Any, path: str) -> _Sele
                 argument=arg,
             )
         t1 = None if t1 is None or math.isinf(t1) else float(t1)
-        return _Selection(by_time=True, t0=float(t0), t1=t1, stride=stride, label=arg)
+        return Selection(by_time=True, t0=float(t0), t1=t1, stride=stride, label=arg)
     if frames is None:
-        return _Selection(by_time=False, stride=stride, label="frames=None")
+        return Selection(by_time=False, stride=stride, label="frames=None")
     arg = f"frames={frames!r}"
     if isinstance(frames, slice):
         start, stop, step = frames.start, frames.stop, frames.step
@@ -110,7 +110,7 @@ def _parse_selection(frames: Any, seconds: Any, stride: Any, path: str) -> _Sele
         raise VideoError(
             f"is empty: stop must be greater than start ({start})", path=path, argument=arg
         )
-    return _Selection(
+    return Selection(
         by_time=False,
         start=int(start),
         stop=None if stop is None else int(stop),
@@ -119,7 +119,7 @@ def _parse_selection(frames: Any, seconds: Any, stride: Any, path: str) -> _Sele
     )
 
 
-def _parse_fps(fps: Any, path: str) -> float | None:
+def parse_fps(fps: Any, path: str) -> float | None:
     if fps is None:
         return None
     if _is_number(fps) and math.isfinite(fps) and fps > 0:
@@ -132,16 +132,16 @@ def _parse_fps(fps: Any, path: str) -> float | None:
     )
 
 
-def _at_fps(sel: _Selection, fps: float, path: str) -> _Selection:
+def at_fps(sel: Selection, fps: float, path: str) -> Selection:
     """A time range as the frame indices whose time ``index / fps`` lies in it."""
     if not sel.by_time:
         return sel
 
-    def first_at(t: float) -> int:  # the smallest k with k / fps >= t - _TIME_EPS
-        k = max(0, math.ceil((t - _TIME_EPS) * fps))
-        while k > 0 and (k - 1) / fps >= t - _TIME_EPS:
+    def first_at(t: float) -> int:  # the smallest k with k / fps >= t - TIME_EPS
+        k = max(0, math.ceil((t - TIME_EPS) * fps))
+        while k > 0 and (k - 1) / fps >= t - TIME_EPS:
             k -= 1
-        while k / fps < t - _TIME_EPS:
+        while k / fps < t - TIME_EPS:
             k += 1
         return k
 
@@ -154,12 +154,12 @@ def _at_fps(sel: _Selection, fps: float, path: str) -> _Selection:
             path=path,
             argument=sel.label,
         )
-    return _Selection(
+    return Selection(
         by_time=False, start=start, stop=stop, stride=sel.stride, label=sel.label, fps=fps
     )
 
 
-def _parse_size(size: Any, path: str) -> tuple[int | None, int | None] | None:
+def parse_size(size: Any, path: str) -> tuple[int | None, int | None] | None:
     """``size`` as (width or None, height or None), or None for the (cropped) source size."""
     arg = f"size={size!r}"
     fix = (
@@ -180,7 +180,7 @@ def _parse_size(size: Any, path: str) -> tuple[int | None, int | None] | None:
     raise VideoError(f"is not a valid size; {fix}", path=path, argument=arg)
 
 
-def _check_crop_form(crop: Any, path: str) -> tuple[int, int, int, int] | None:
+def check_crop_form(crop: Any, path: str) -> tuple[int, int, int, int] | None:
     if crop is None:
         return None
     if (
@@ -201,7 +201,7 @@ def _check_crop_form(crop: Any, path: str) -> tuple[int, int, int, int] | None:
     )
 
 
-def _empty_selection(path: str, sel: _Selection, total: int, last_time: float) -> VideoError:
+def empty_selection(path: str, sel: Selection, total: int, last_time: float) -> VideoError:
     if total == 0:
         return VideoError("contains no decodable video frame", path=path)
     if sel.fps is not None:

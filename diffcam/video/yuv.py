@@ -2,7 +2,7 @@
 the output size (what `read_video` does by default where it can; ``Video.conversion`` is then
 ``"yuv"``).
 
-The reference conversion (``conversion="rgb"``: `frames._upright_rgb`, then `frames._store`)
+The reference conversion (``conversion="rgb"``: `frames.upright_rgb`, then `frames.store_frame`)
 has FFmpeg (swscale) turn every full-size frame into 8-bit RGB, then turns it upright, crops
 it and averages it down in torch. For an H.264 720p frame that costs about three times as much
 as decoding it. But swscale's YUV to RGB conversion is, pixel by pixel, an affine map of the
@@ -159,7 +159,7 @@ def _halve(x: np.ndarray, group: int, op) -> np.ndarray:
 
 
 @dataclass
-class _YuvPlan:
+class YuvPlan:
     """How to average one kind of frame (``key``) into an output slot in YUV.
 
     The work is NumPy's, on the CPU: its small operations cost far less overhead than torch's,
@@ -292,13 +292,13 @@ def _excess(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return w, b[:, None]
 
 
-def _yuv_plan(
+def yuv_plan(
     frame,
     quarter: int,
     crop: tuple[int, int, int, int] | None,
     geom: tuple[int, int, tuple[int, int]],
     work: torch.dtype,
-) -> _YuvPlan | None:
+) -> YuvPlan | None:
     """The plan to average ``frame``'s kind of frames in YUV, or None where the rule does not
     allow it (see `read_video`, "Conversion")."""
     key = _frame_key(frame)
@@ -324,7 +324,7 @@ def _yuv_plan(
     sums = np.uint16 if block[0] * block[1] * 255 <= np.iinfo(np.uint16).max else np.uint32
     excess, excess_offset = _excess(m)
     dtype = np.float64 if work == torch.float64 else np.float32
-    return _YuvPlan(
+    return YuvPlan(
         key=key,
         quarter=quarter,
         rect=rect,

@@ -156,7 +156,7 @@ def _defaults() -> dict:
         for key, value in _dataclass_defaults(cls).items():
             defaults[(section, key)] = _fmt(value)
     defaults.update({k: v for k, v in SCENE_DEFAULTS.items() if v is not None})
-    defaults[("bodies", "color")] = _fmt(list(schema._DEFAULT_COLOR)) + " (grey)"
+    defaults[("bodies", "color")] = _fmt(list(schema.DEFAULT_COLOR)) + " (grey)"
     defaults[("camera", "background")] = _background_default()
     return defaults
 
@@ -291,9 +291,9 @@ def generate() -> str:
     out.append("\n## `[textures]`\n")
     out.append(
         '`name = "file.png"` pairs. Each name is '
-        + schema._Name.accepted
+        + schema.NameField.accepted
         + "; each value is "
-        + schema._TexturePath.accepted
+        + schema.TexturePathField.accepted
         + ". A file is looked for next to the scene file, then in `$DIFFCAM_ASSETS`, then "
         "among the bundled textures (`diffcam/data/textures/`). An override "
         "`textures.<name>` may replace a texture by a (3, Ht, Wt) tensor in [0, 1] (which "

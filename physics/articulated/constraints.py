@@ -17,7 +17,7 @@ Tensor = torch.Tensor
 
 # A bound's target speed is clamped to this (m/s or rad/s, beyond any motion) so that an
 # infinite bound stays out of the arithmetic (inf * 0 in a backward pass would be NaN).
-_FAR = 1e9
+FAR = 1e9
 
 
 @dataclasses.dataclass
@@ -41,9 +41,9 @@ def limit_rows(world: World, tree: Tree, q: Tensor) -> list[Row]:
     for column in tree.limited:
         joint = tree.coordinate_joints[column]
         for sign, bound in ((1.0, world.joint_lower), (-1.0, world.joint_upper)):
-            target = sign * ((bound[:, joint] - q[:, column]) / world.timestep).clamp(-_FAR, _FAR)
+            target = sign * ((bound[:, joint] - q[:, column]) / world.timestep).clamp(-FAR, FAR)
             zero = torch.zeros_like(target)
-            rows.append(Row(("limit", column, sign), column, sign, target, zero, zero + _FAR))
+            rows.append(Row(("limit", column, sign), column, sign, target, zero, zero + FAR))
     return rows
 
 

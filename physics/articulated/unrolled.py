@@ -18,7 +18,7 @@ from ..actuators import checked_action
 from ..inertia import shape_inertia
 from ..state import State
 from ..world import World
-from .constraints import _FAR, Row
+from .constraints import FAR, Row
 from .lanes import Mat, Vec, add, cross, dot, negate, scale, spd_inverse
 from .tree import Tree
 
@@ -519,8 +519,8 @@ def _limit_rows(model: Model, q: list[Tensor]) -> list[Row]:
     for column in tree.limited:
         joint = tree.coordinate_joints[column]
         for sign, bound in ((1.0, world.joint_lower), (-1.0, world.joint_upper)):
-            target = sign * ((bound[:, joint] - q[column]) / world.timestep).clamp(-_FAR, _FAR)
-            rows.append(Row(("limit", column, sign), column, sign, target, 0.0, _FAR))
+            target = sign * ((bound[:, joint] - q[column]) / world.timestep).clamp(-FAR, FAR)
+            rows.append(Row(("limit", column, sign), column, sign, target, 0.0, FAR))
     return rows
 
 

@@ -18,7 +18,6 @@ from diffcam.scene import SCENES_DIR
 
 from ._common import FACING_FRONT, front_camera, smooth_texture
 
-DTYPES = [torch.float32, torch.float64]
 COLOUR, BACK = (0.9, 0.2, 0.1), (0.1, 0.3, 0.8)
 
 
@@ -37,7 +36,6 @@ def _flat_rectangle(dtype, left_edge_px: float):
     return (cam, [prim], rot, pos), {"background": bg}
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
 def test_convention_default_is_antialiased(dtype):
     """The default draws antialiased edges: a pixel the edge crosses shows the fraction of it
     that the primitive covers; pixels half a pixel or more inside (outside) are the hard
@@ -68,7 +66,6 @@ def test_convention_default_is_antialiased(dtype):
     assert torch.equal(default.object_id, hard.object_id)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
 def test_default_is_the_same_with_and_without_gradients(dtype):
     """The default's image does not depend on whether autograd records (no hard shortcut
     under no_grad): `Scene.render` of the pendulum-cart, bit for bit."""
@@ -119,7 +116,6 @@ def _cart_loss(dtype):
     return loss, metres_per_px
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
 def test_default_pose_gradient_agrees_with_finite_differences(dtype):
     """d loss / d (cart x) of a pixel loss whose silhouettes are 2 px apart: the default's
     autograd agrees with central differences at steps of 1/8 and 1/4 of a pixel's motion (the
@@ -193,7 +189,6 @@ def test_antialias_under_supersampling_is_one_sample_wide():
     torch.testing.assert_close(img, torch.nn.functional.avg_pool2d(fine, 2))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
 def test_antialiased_box_edge_does_not_jump_when_a_pixel_centre_crosses_it(dtype):
     """A textured box slid across a pixel in steps of 1/80 px: every pixel changes in
     proportion to the step (its coverage and texture move smoothly; measured: at most 0.011

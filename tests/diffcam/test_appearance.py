@@ -170,7 +170,6 @@ def test_gradcheck_color_transform_and_lighting_per_image(softness):
     assert torch.autograd.gradcheck(f, (transform, ambient, direction, intensity), atol=1e-7)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_no_nan_gradients_when_colours_clamp(dtype):
     cam, prims, R, p = all_kinds_scene(dtype)
     transform = torch.cat([3 * torch.eye(3, dtype=dtype), -torch.ones(3, 1, dtype=dtype)], -1)

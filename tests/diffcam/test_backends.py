@@ -5,16 +5,17 @@ reference path, with the same results."""
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 import torch
 
 import diffcam
+from diffcam.renderer import api as render_api
 
 from ._common import FACING_FRONT, axis_angle, front_camera, smooth_texture
 
-render_api = importlib.import_module("diffcam.render.api")
+# the fast path is torch.compile'd (the fallback cases compile nothing but share its fixtures)
+pytestmark = pytest.mark.compile
+
 F64 = torch.float64
 B, H, W = 3, 10, 12
 
@@ -252,18 +253,19 @@ def test_bad_backend(backend):
 def test_scatter_in_threads_equals_one_scatter():
     """The texel scatter split over blocks of images (one per thread, uneven blocks) sums to
     the single scatter."""
-    render_module = importlib.import_module("diffcam.render.scatter")
+    from diffcam.renderer import scatter as render_module
+
     g = torch.Generator().manual_seed(0)
     B, P, n_texels = 5, 40, 30
     idx = [torch.randint(0, n_texels, (B, P), generator=g, dtype=torch.int32) for _ in range(4)]
     ax, ay = torch.rand(B, P, generator=g), torch.rand(B, P, generator=g)
     gc = torch.randn(B, 3, P, generator=g)
-    scatter = render_module._scatter_texels
+    scatter = render_module.scatter_texels
     one = scatter(idx, ax, ay, gc, n_texels)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(3)
-        split = render_module._scatter_in_threads(scatter, idx, ax, ay, gc, n_texels)
+        split = render_module.scatter_in_threads(scatter, idx, ax, ay, gc, n_texels)
     finally:
         torch.set_num_threads(threads)
     assert one.abs().sum() > 0

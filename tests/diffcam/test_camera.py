@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-import pytest
 import torch
 
 import diffcam
 
 from ._common import front_camera, rot
 
-DTYPES = [torch.float32, torch.float64]
 
-
-def random_camera(B=1, dtype=torch.float64, seed=0, W=32, H=24):
+def random_camera(B=1, dtype=torch.float64, seed=0, W=32, H=24, device="cpu"):
     g = torch.Generator().manual_seed(seed)
     fx = 20 + 30 * torch.rand(B, generator=g, dtype=dtype)
     fy = 20 + 30 * torch.rand(B, generator=g, dtype=dtype)
@@ -24,18 +21,18 @@ def random_camera(B=1, dtype=torch.float64, seed=0, W=32, H=24):
         [rot("z", float(a)) @ rot("x", float(b)) for a, b in torch.randn(B, 2, generator=g)]
     ).to(dtype)
     t = torch.randn(B, 3, generator=g, dtype=dtype)
+    fx, fy, cx, cy, Rs, t = (x.to(device) for x in (fx, fy, cx, cy, Rs, t))
     return diffcam.PinholeCamera(fx, fy, cx, cy, W, H, Rs, t)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_smoke_shapes(dtype):
-    cam = random_camera(B=3, dtype=dtype)
+def test_smoke_shapes(dtype, device):
+    cam = random_camera(B=3, dtype=dtype, device=device)
     o, d = cam.rays()
-    assert o.shape == d.shape == (3, 24, 32, 3) and d.dtype == dtype
-    pix, depth = cam.project_with_depth(torch.randn(3, 5, 7, 3, dtype=dtype))
-    assert pix.shape == (3, 5, 7, 2) and depth.shape == (3, 5, 7)
+    assert o.shape == d.shape == (3, 24, 32, 3) and d.dtype == dtype and d.device == device
+    pix, depth = cam.project_with_depth(torch.randn(3, 5, 7, 3, dtype=dtype, device=device))
+    assert pix.shape == (3, 5, 7, 2) and depth.shape == (3, 5, 7) and pix.device == device
     torch.testing.assert_close(
-        torch.linalg.vector_norm(d, dim=-1), torch.ones(3, 24, 32, dtype=dtype)
+        torch.linalg.vector_norm(d, dim=-1), torch.ones(3, 24, 32, dtype=dtype, device=device)
     )
 
 
@@ -123,15 +120,14 @@ def test_from_opencv_matches_cv2():
     torch.testing.assert_close(cam2.project_with_depth(torch.from_numpy(pts)[None])[0], pix)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_rays_project_inverse(dtype):
+def test_rays_project_inverse(dtype, device):
     """project(o + t d) gives back the pixel centre and depth t * d_z (camera frame)."""
-    cam = random_camera(B=2, dtype=dtype, seed=5)
+    cam = random_camera(B=2, dtype=dtype, seed=5, device=device)
     o, d = cam.rays(normalize=False)
-    t = 0.5 + torch.rand(2, 24, 32, 1, dtype=dtype)
+    t = 0.5 + torch.rand(2, 24, 32, 1, dtype=dtype).to(device)
     pix, depth = cam.project_with_depth(o + t * d)
     jj, ii = torch.meshgrid(torch.arange(32.0), torch.arange(24.0), indexing="xy")
-    expect = torch.stack([jj + 0.5, ii + 0.5], -1).to(dtype)
+    expect = torch.stack([jj + 0.5, ii + 0.5], -1).to(device=device, dtype=dtype)
     tol = 1e-3 if dtype == torch.float32 else 1e-9
     torch.testing.assert_close(pix, expect.expand_as(pix), atol=tol, rtol=0)
     torch.testing.assert_close(depth, t[..., 0], atol=tol, rtol=0)

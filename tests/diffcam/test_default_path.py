@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 import torch
 
 import diffcam
 import physics
 from diffcam.scene import SCENES_DIR
+from physics import ahead_of_time, rollouts
 
 
 def _tree(data: dict) -> dict:
@@ -98,7 +97,7 @@ def test_default_path_compiles_after_its_threshold(scene_tools, tmp_path, monkey
         return compiled
 
     monkeypatch.setattr(physics, "compiled_step", fake_compiled_step)
-    monkeypatch.setattr(sys.modules["physics.rollout"], "compiled_step", fake_compiled_step)
+    monkeypatch.setattr(rollouts, "compiled_step", fake_compiled_step)
     monkeypatch.setenv("DIFFCAM_CACHE_DIR", str(tmp_path / "empty"))  # no library on disk
     scene = _load(scene_tools, tmp_path, _tree(scene_tools.tiny()), batch_size=2)
     scene.compile_after = 10
@@ -131,9 +130,9 @@ def test_default_path_compiles_sooner_when_the_libraries_are_on_disk(
         asked.append((state.position.shape[0], backward, action is None))
         return state.position.shape[0] == 4
 
-    monkeypatch.setattr(sys.modules["physics.ahead_of_time"], "on_disk", on_disk)
+    monkeypatch.setattr(ahead_of_time, "on_disk", on_disk)
     compiled = []
-    for module in (physics, sys.modules["physics.rollout"]):
+    for module in (physics, rollouts):
         monkeypatch.setattr(
             module, "compiled_step", lambda dtype: compiled.append(dtype) or physics.step
         )
@@ -157,7 +156,7 @@ def test_default_path_compiles_sooner_when_the_libraries_are_on_disk(
 
 
 def test_default_path_stays_eager_under_forward_mode_ad(scene_tools, tmp_path, monkeypatch):
-    for module in (physics, sys.modules["physics.rollout"]):
+    for module in (physics, rollouts):
         monkeypatch.setattr(module, "compiled_step", lambda dtype: pytest.fail("compiled"))
     scene = _load(scene_tools, tmp_path, _tree(scene_tools.tiny()), dtype=torch.float64)
     scene.compile_after = 0

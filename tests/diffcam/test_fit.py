@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 import diffcam
-from diffcam import FitResult, fit_scene
+from diffcam import FitError, FitResult, fit_scene
+from diffcam.fit import Objective, Runtime, Schedule
 
 STEPS = 15
 SOFT = 0.5  # px: flat-coloured pole, silhouette gradients needed
@@ -75,10 +78,8 @@ def test_fit_recovers_hinge_damping(scene_and_frames):
         path,
         observed,
         {"joints.hinge.damping": {"init": 0.16, "positive": True}},
-        iterations=25,
-        lr=0.1,
-        edge_softness=SOFT,
-        progress=False,
+        schedule=Schedule(iterations=25, lr=0.1, edge_softness=SOFT),
+        runtime=Runtime(progress=False),
     )
     assert isinstance(result, FitResult)
     fitted = float(result.values["joints.hinge.damping"])
@@ -102,10 +103,8 @@ def test_invisible_mass_is_reported_unidentifiable(scene_and_frames):
                 "joints.hinge.damping": {"init": 0.45, "bounds": (0.01, 1.0)},
                 "bodies.ghost.mass": {"init": 1.0, "positive": True},
             },
-            iterations=25,
-            lr=0.1,
-            edge_softness=SOFT,
-            progress=False,
+            schedule=Schedule(iterations=25, lr=0.1, edge_softness=SOFT),
+            runtime=Runtime(progress=False),
         )
     assert result.unidentifiable == ["bodies.ghost.mass"]
     assert float(result.values["bodies.ghost.mass"]) == pytest.approx(1.0, abs=1e-6)
@@ -118,15 +117,20 @@ def test_mismatched_frame_size_raises(scene_and_frames):
     path, observed = scene_and_frames
     small = observed[:, :, :16, :24]
     with pytest.raises(ValueError, match=r"\(16, 24\).*\(32, 48\)"):
-        fit_scene(path, small, {"joints.hinge.damping": {"init": 0.2}}, progress=False)
+        fit_scene(
+            path, small, {"joints.hinge.damping": {"init": 0.2}}, runtime=Runtime(progress=False)
+        )
 
 
 def test_unknown_key_path_is_a_scene_error(scene_and_frames):
     path, observed = scene_and_frames
     with pytest.raises(diffcam.SceneError, match="joints.hing.damping"):
-        fit_scene(path, observed, {"joints.hing.damping": {"init": 0.2}}, progress=False)
+        fit_scene(
+            path, observed, {"joints.hing.damping": {"init": 0.2}}, runtime=Runtime(progress=False)
+        )
 
 
+@pytest.mark.slow
 def test_pyramid_initial_state_and_video_file(scene_and_frames, tmp_path):
     path, observed = scene_and_frames
     video = tmp_path / "observed.gif"
@@ -135,12 +139,14 @@ def test_pyramid_initial_state_and_video_file(scene_and_frames, tmp_path):
         path,
         video,
         {"joints.hinge.damping": {"init": 0.2, "positive": True}},
-        iterations=4,
-        lr=0.01,  # also metres for the offsets: a jointed pole tolerates small ones only
-        pyramid_levels=2,
-        edge_softness=SOFT,
-        progress=False,
         fit_initial_state=True,
+        schedule=Schedule(
+            iterations=4,
+            lr=0.01,  # also metres for the offsets: a jointed pole tolerates small ones only
+            pyramid_levels=2,
+            edge_softness=SOFT,
+        ),
+        runtime=Runtime(progress=False),
     )
     assert result.levels == [1, 1, 0, 0]  # coarse (pooled by 2) first, finest last
     offset = result.values["initial_state.position_offset"]
@@ -165,11 +171,9 @@ def test_to_overrides_maps_named_values_and_history_is_recorded(scene_and_frames
         path,
         observed,
         {"damping_tenths": {"init": 1.6, "positive": True}},
-        iterations=20,
-        lr=0.1,
-        edge_softness=SOFT,
-        progress=False,
         to_overrides=to_overrides,
+        schedule=Schedule(iterations=20, lr=0.1, edge_softness=SOFT),
+        runtime=Runtime(progress=False),
     )
     assert seen and all(keys == ["damping_tenths"] for keys in seen)
     fitted = 0.1 * float(result.values["damping_tenths"])
@@ -194,15 +198,25 @@ def test_frame_every_compares_every_kth_state(scene_and_frames):
     frames = diffcam.render_rollout(path, None, None, STEPS, edge_softness=SOFT, frame_every=every)
     torch.testing.assert_close(frames, sparse)
     result = fit_scene(
-        path, sparse, {"joints.hinge.damping": {"init": 0.16, "positive": True}},
-        iterations=20, lr=0.1, edge_softness=SOFT, progress=False, frame_every=every,
-    )  # fmt: skip
+        path,
+        sparse,
+        {"joints.hinge.damping": {"init": 0.16, "positive": True}},
+        frame_every=every,
+        schedule=Schedule(iterations=20, lr=0.1, edge_softness=SOFT),
+        runtime=Runtime(progress=False),
+    )
     fitted = float(result.values["joints.hinge.damping"])
     assert abs(fitted - TRUE_DAMPING) / TRUE_DAMPING < 0.05, fitted
     assert result.frames.shape == sparse.shape
     with pytest.raises(ValueError, match="frame_every"):
-        fit_scene(path, sparse, {"joints.hinge.damping": {"init": 0.2}}, steps=STEPS + 1,
-                  frame_every=every, progress=False)  # fmt: skip
+        fit_scene(
+            path,
+            sparse,
+            {"joints.hinge.damping": {"init": 0.2}},
+            steps=STEPS + 1,
+            frame_every=every,
+            runtime=Runtime(progress=False),
+        )
 
 
 def test_levenberg_marquardt_fits_two_parameters_tightly(scene_and_frames):
@@ -224,11 +238,9 @@ def test_levenberg_marquardt_fits_two_parameters_tightly(scene_and_frames):
                 "g": {"init": 8.0, "positive": True},
                 "ghost": {"init": 1.0, "positive": True},
             },
-            iterations=12,
-            optimizer="lm",
-            edge_softness=SOFT,
-            progress=False,
             to_overrides=to_overrides,
+            schedule=Schedule(iterations=12, optimizer="lm", edge_softness=SOFT),
+            runtime=Runtime(progress=False),
         )
     damping, g = float(result.values["damping"]), float(result.values["g"])
     assert abs(damping - TRUE_DAMPING) / TRUE_DAMPING < 5e-3, damping
@@ -269,4 +281,32 @@ def test_lm_jacobian_matches_reverse_mode(scene_and_frames):
 def test_unknown_optimizer_is_refused(scene_and_frames):
     path, observed = scene_and_frames
     with pytest.raises(ValueError, match="optimizer must be 'auto', 'lm', 'adam' or 'lbfgs'"):
-        fit_scene(path, observed, {"joints.hinge.damping": {"init": 0.2}}, optimizer="sgd")
+        fit_scene(
+            path,
+            observed,
+            {"joints.hinge.damping": {"init": 0.2}},
+            schedule=Schedule(optimizer="sgd"),
+        )
+
+
+def test_settings_records_check_their_values_and_old_keywords_are_refused(scene_and_frames):
+    """The options come in `Schedule`, `Objective` and `Runtime`, each checked when made; the
+    keywords they replaced are not `fit_scene`'s any more."""
+    path, observed = scene_and_frames
+    keys = {"joints.hinge.damping": {"init": 0.2}}
+    with pytest.raises(FitError, match="pyramid_levels must be an integer >= 1"):
+        Schedule(pyramid_levels=0)
+    with pytest.raises(FitError, match="max_step must be positive"):
+        Schedule(max_step=0.0)
+    with pytest.raises(FitError, match="loss must be one of"):
+        Objective(loss="l1")
+    with pytest.raises(FitError, match="frames_per_chunk must be an integer >= 1"):
+        Runtime(frames_per_chunk=0)
+    with pytest.raises(FitError, match=r"schedule must be a diffcam\.fit\.Schedule"):
+        fit_scene(path, observed, keys, schedule={"iterations": 3})
+    with pytest.raises(TypeError, match="iterations"):
+        fit_scene(path, observed, keys, iterations=3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Schedule().iterations = 3
+    schedule = Schedule(iterations=3, optimizer="lm")
+    assert schedule.replace(iterations=5) == Schedule(iterations=5, optimizer="lm")

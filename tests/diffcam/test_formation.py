@@ -178,7 +178,6 @@ def test_no_nan_gradient_at_zero_exposure_and_distortion(clip):
         assert torch.isfinite(k.raw.grad).all(), k.key
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, F64])
 def test_estimate_color_recovers_a_known_colour(clip, dtype):
     """The colour that made noisy frames (a gamma, a gain, motion blur, over the clip's plate)
     comes back from a model drawn in another colour, within the noise."""

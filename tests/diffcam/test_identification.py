@@ -17,6 +17,7 @@ from PIL import Image
 
 import diffcam
 from diffcam import fit_scene
+from diffcam.fit import Runtime, Schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,12 +68,14 @@ def test_texture_recovered_on_seen_texels(tmp_path, scene_tools):
         path,
         observed,
         {"textures.skin": {"init": grey, "bounds": (0.0, 1.0), "lr": 0.5}},
-        iterations=60,
-        edge_softness=0.0,  # the observed frames have hard silhouettes
-        lr=1e-3,  # the key's own lr (logit units) must win over this one
         dtype=dtype,
-        progress=False,
-        tolerance=0.0,
+        schedule=Schedule(
+            iterations=60,
+            edge_softness=0.0,  # the observed frames have hard silhouettes
+            lr=1e-3,  # the key's own lr (logit units) must win over this one
+            tolerance=0.0,
+        ),
+        runtime=Runtime(progress=False),
     )
     fitted = result.values["textures.skin"]
     cover = texture_example.coverage(path, "skin", steps=BALL_STEPS, size=(6, 8), dtype=dtype)
@@ -133,12 +136,10 @@ def test_camera_position_and_field_of_view_recovered(tmp_path, scene_tools):
             "x": {"init": 0.05, "lr": 0.005},  # m
             "fov": {"init": 42.0, "positive": True, "lr": 0.005},  # 5 % too wide
         },
-        iterations=60,
-        pyramid_levels=2,
         dtype=dtype,
-        progress=False,
-        tolerance=0.0,
         to_overrides=overrides,
+        schedule=Schedule(iterations=60, pyramid_levels=2, tolerance=0.0),
+        runtime=Runtime(progress=False),
     )
     x, fov = float(result.values["x"]), float(result.values["fov"])
     assert abs(x) < 0.002, x

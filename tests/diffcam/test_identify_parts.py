@@ -245,6 +245,7 @@ def _ball_video(tmp_path) -> diffcam.Video:
     return diffcam.Video.from_frames(torch.stack(frames).clamp(0, 1), 50.0)
 
 
+@pytest.mark.slow
 def test_identify_recovers_a_bounce_from_its_own_render(tmp_path):
     from diffcam.identify import Settings, identify
 
@@ -276,6 +277,7 @@ def test_identify_says_when_no_body_is_in_view(tmp_path):
         identify(away, video, ["bodies.ball.restitution"], settings=Settings(progress=False))
 
 
+@pytest.mark.slow
 def test_identify_names_the_keys_the_video_cannot_determine(tmp_path):
     from diffcam.identify import Settings, identify
 

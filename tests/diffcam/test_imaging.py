@@ -18,7 +18,6 @@ from diffcam import imaging as im
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
-DTYPES = [torch.float32, torch.float64]
 F64 = torch.float64
 
 # A barrel distortion like a phone's main camera (k1, k2, p1, p2, k3).
@@ -60,7 +59,6 @@ def cv_undistort(points: np.ndarray, K: np.ndarray, D) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- smoke
-@pytest.mark.parametrize("dtype", DTYPES)
 def test_smoke(dtype):
     img = smooth_image(2, 3, 12, 16, dtype)
     assert im.apply_response(img, 1.1, 0.02, 2.2).shape == img.shape
@@ -92,7 +90,6 @@ def test_convention_response_identity_at_defaults():
     torch.testing.assert_close(im.invert_response(x, one, zero, one), x, rtol=0, atol=1e-7)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
 def test_convention_response_formula(dtype):
     x = torch.linspace(0.0, 1.0, 101, dtype=dtype).view(1, 1, 1, -1)
     y = im.apply_response(x, 0.9, 0.05, 2.2)
@@ -102,7 +99,6 @@ def test_convention_response_formula(dtype):
     assert (im.invert_response(below, 0.9, 0.05, 2.2) == 0).all()
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
 def test_convention_zero_distortion_is_identity(dtype):
     img = torch.rand(3, 2, H, W, dtype=dtype)
     zero = torch.zeros(3, 5, dtype=dtype, requires_grad=True)  # per image, still exact
@@ -114,7 +110,6 @@ def test_convention_zero_distortion_is_identity(dtype):
     assert torch.equal(out, img[..., 2:-2, 3:-3]) and valid.all()
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
 def test_convention_pixel_centres(dtype):
     img = torch.rand(1, 3, 5, 6, dtype=dtype)
     ii, jj = torch.meshgrid(torch.arange(5.0), torch.arange(6.0), indexing="ij")
@@ -133,7 +128,6 @@ def test_convention_pixel_centres(dtype):
     assert torch.equal(pos, centres) and valid.all()
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
 def test_convention_coverage_zero_reproduces_plate(dtype):
     g = torch.Generator().manual_seed(1)
     B = 3
@@ -237,7 +231,6 @@ def test_undistort_accuracy_phone_lens():
         assert ((im.distort_normalized(xu, c) - xd).abs().amax(-1)[valid] * 1400).max() < 1e-6
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
 def test_opencv_remap_matches_distort_image(dtype):
     """distort_image = cv2.remap of the ideal image with maps from cv2.undistortPoints."""
     K = opencv_K()
@@ -303,7 +296,6 @@ def test_gradcheck_composite():
     )
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
 def test_gradients_finite_at_edges(dtype):
     gain, offset, gamma = (
         torch.tensor(v, dtype=dtype, requires_grad=True) for v in (1.1, 0.05, 2.2)

@@ -45,7 +45,7 @@ def test_import_physics_loads_no_diffcam():
 
 
 def test_renderer_does_not_load_physics():
-    # `import diffcam.render` runs diffcam/__init__.py first, which loads the scene layer and so
+    # `import diffcam.renderer` runs diffcam/__init__.py first, which loads the scene layer and so
     # physics. The renderer itself must not: import it under a bare `diffcam` package.
     loaded = loaded_after(
         """
@@ -54,10 +54,10 @@ def test_renderer_does_not_load_physics():
         package = types.ModuleType("diffcam")
         package.__path__ = list(spec.submodule_search_locations)
         sys.modules["diffcam"] = package
-        import diffcam.render
+        import diffcam.renderer
         """
     )
-    assert "diffcam.render" in loaded
+    assert "diffcam.renderer" in loaded
     assert "physics" not in loaded
     assert not {m for m in loaded if m.startswith("physics.")}
 
@@ -65,3 +65,89 @@ def test_renderer_does_not_load_physics():
 def test_tasks_import_explicitly():
     loaded = loaded_after("from diffcam.tasks import swingup, training")
     assert {"diffcam.tasks.swingup", "diffcam.tasks.training", "diffcam.plot"} <= loaded
+
+
+def test_no_name_hides_a_submodule():
+    """``package.name`` is the submodule ``package/name.py`` wherever both exist (a function
+    named like its module would make ``import package.name as m`` give the function)."""
+    script = textwrap.dedent(
+        """
+        import importlib, json, pkgutil, sys
+        import diffcam, physics
+        for top in (diffcam, physics):
+            for info in pkgutil.walk_packages(top.__path__, top.__name__ + "."):
+                if not info.name.startswith(("diffcam.data", "diffcam.envs")):
+                    importlib.import_module(info.name)
+        hidden = []
+        for name, module in sorted(sys.modules.items()):
+            if name.split(".")[0] in ("diffcam", "physics") and hasattr(module, "__path__"):
+                for info in pkgutil.iter_modules(module.__path__):
+                    full = name + "." + info.name
+                    if full in sys.modules and getattr(module, info.name) is not sys.modules[full]:
+                        hidden.append(full)
+        print(json.dumps(hidden))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+PUBLIC_FACES = [
+    "diffcam",
+    "physics",
+    "diffcam.fit",
+    "diffcam.identify",
+    "diffcam.imaging",
+    "diffcam.video",
+    "diffcam.renderer",
+    "diffcam.scene",
+]
+
+
+def test_public_faces_declare_all_they_export():
+    """Each package's ``__all__`` names exactly its public attributes (its submodules aside)."""
+    import __future__
+
+    import importlib
+    import types
+
+    for name in PUBLIC_FACES:
+        package = importlib.import_module(name)
+        public = {
+            attr
+            for attr, value in vars(package).items()
+            if not attr.startswith("_")
+            and not (isinstance(value, types.ModuleType) and value.__name__ == f"{name}.{attr}")
+            and not isinstance(value, __future__._Feature)
+        }
+        declared = set(package.__all__)
+        assert declared <= set(vars(package)), (name, declared - set(vars(package)))
+        assert public <= declared, (name, sorted(public - declared))
+
+
+def test_physics_keeps_solver_parts_out_of_its_namespace():
+    import physics
+
+    for internal in ("joint_frames", "axis_rows", "find_contacts", "quat_to_matrix"):
+        assert not hasattr(physics, internal), internal
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """What one module of diffcam or physics takes from another has a public name there (a
+    package-internal interface); names with a leading underscore stay in their module."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for package in ("diffcam", "physics"):
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                    private = [a.name for a in node.names if a.name.startswith("_")]
+                    if private:
+                        found.append(f"{path.relative_to(root)}:{node.lineno}: {private}")
+    assert not found, found

@@ -4,20 +4,15 @@ testing every pixel exactly, whatever the poses."""
 
 from __future__ import annotations
 
-import importlib
-
-import pytest
 import torch
 
 import diffcam
 from diffcam.primitives import intersect
+from diffcam.renderer import nearest
 
 from ._common import axis_angle, front_camera
 
-nearest = importlib.import_module("diffcam.render.nearest")
 
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_windows_find_every_hit(dtype, monkeypatch):
     g = torch.Generator().manual_seed(0)
     cam = front_camera(width=40, height=30, dtype=dtype, eye=(0.0, -3.0, 0.5), fov=50.0)

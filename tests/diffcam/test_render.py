@@ -11,7 +11,6 @@ import diffcam
 from ._common import FACING_FRONT, axis_angle, front_camera, quadrant_texture, smooth_texture
 
 F64 = torch.float64
-DTYPES = [torch.float32, torch.float64]
 
 
 def _t(x, dtype=F64):
@@ -42,7 +41,6 @@ def all_kinds_scene(dtype=F64, tex=None):
     return cam, prims, R, p[None]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
 def test_smoke_all_kinds(dtype):
     cam, prims, R, p = all_kinds_scene(dtype)
     out = diffcam.render_buffers(cam, prims, R, p, lighting=diffcam.Lighting())
@@ -382,7 +380,7 @@ def test_chunking_invariance():
 def test_soft_recomputed_in_backward_gives_the_same_gradient(monkeypatch):
     """Soft edges past the memory bound recompute their samples in the backward (activation
     checkpointing): the same image and pose gradients as keeping them."""
-    from diffcam.render import silhouettes
+    from diffcam.renderer import silhouettes
 
     cam, prims, R, p = all_kinds_scene()
     calls = []

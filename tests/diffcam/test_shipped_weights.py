@@ -24,6 +24,7 @@ def test_the_shipped_state_controller_swings_up_and_holds_the_pole():
     assert info["training_episodes"] == 4640
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("single_thread")
 def test_the_shipped_pixel_controller_swings_up_and_holds_the_pole_from_pixels():
     # The hanging start for 30 s (the full evaluation, 90 s and 21 starts, is the example's

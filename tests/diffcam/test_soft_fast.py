@@ -1,23 +1,21 @@
 """Soft edges' hand-written backward passes agree with the autograd-recorded references:
-front-to-back compositing (`render.composite`), the one-node texture sampler
-(`render.sampling.sample_quad_blocks`), and a whole soft render under forward-mode AD (which
+front-to-back compositing (`renderer.composite`), the one-node texture sampler
+(`renderer.sampling.sample_quad_blocks`), and a whole soft render under forward-mode AD (which
 takes the references) against reverse mode (which takes the fast paths), float64."""
 
 from __future__ import annotations
-
-import importlib
 
 import pytest
 import torch
 
 import diffcam
+from diffcam.renderer import composite as composite_mod
+from diffcam.renderer import sampling
 from diffcam.textures import build_atlas
 
 from .test_render import all_kinds_scene
 
 F64 = torch.float64
-composite_mod = importlib.import_module("diffcam.render.composite")
-sampling = importlib.import_module("diffcam.render.sampling")
 
 
 def _samples(B=2, P=12, K=3, seed=0):

@@ -67,6 +67,9 @@ def _layer_then_moving(cam, static, s_rot, s_pos, moving, m_rot, m_pos, **kw):
     return out._replace(object_id=oid), layer
 
 
+COMPILE = pytest.mark.compile  # the compiled fast path: torch.compile builds its graphs
+
+
 def _full(cam, static, s_rot, s_pos, moving, m_rot, m_pos, **kw):
     rot = torch.cat([s_rot.expand(m_rot.shape[0], -1, -1, -1), m_rot], 1)
     pos = torch.cat([s_pos.expand(m_pos.shape[0], -1, -1), m_pos], 1)
@@ -79,7 +82,7 @@ def _full(cam, static, s_rot, s_pos, moving, m_rot, m_pos, **kw):
     [
         {},
         {"lighting": diffcam.Lighting()},
-        {"lighting": diffcam.Lighting(), "backend": "compile"},
+        pytest.param({"lighting": diffcam.Lighting(), "backend": "compile"}, marks=COMPILE),
         {"supersample": 2},
         {"mipmap": True},
         {"max_chunk_elements": 500},
@@ -194,8 +197,9 @@ def _assert_same_buffers(a, b, atol):
     assert torch.equal(a.object_id, b.object_id)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("kw", [{}, {"supersample": 2}, {"backend": "compile"}])
+@pytest.mark.parametrize(
+    "kw", [{}, {"supersample": 2}, pytest.param({"backend": "compile"}, marks=COMPILE)]
+)
 def test_scene_cache_equals_full_render_pendulum_cart(dtype, kw):
     kw = {"edge_softness": 0, **kw}  # hard edges: the layer split is exact
     scene, state = _pendulum_cart(dtype)
@@ -206,7 +210,7 @@ def test_scene_cache_equals_full_render_pendulum_cart(dtype, kw):
         cached = scene.render_buffers(state, **kw)
         assert scene._layer_cache is not None
         _assert_same_buffers(cached, full, atol)
-    for i in scene._static:  # the static bodies are drawn and keep their ids
+    for i in scene.static_bodies:  # the static bodies are drawn and keep their ids
         assert (full.object_id == i).any()
     torch.testing.assert_close(scene.render(state, **kw), full.image, rtol=0, atol=atol)
 
@@ -231,7 +235,6 @@ def test_scene_render_is_the_image_of_render_buffers(edge_softness):
         torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_scene_cache_gradients_equal_full_render(dtype):
     """Gradients to the moving bodies' poses, to a texture only they wear and to physical
     overrides (through the simulation) are those of the full render (hard edges, where the
@@ -254,7 +257,7 @@ def test_scene_cache_gradients_equal_full_render(dtype):
         w = torch.linspace(0, 1, img_sim.numel(), dtype=dtype).view_as(img_sim)
         g_sim = torch.autograd.grad((img_sim * w).sum(), (mass, damping, stripes))
         g_pose = torch.autograd.grad((img_posed * w).sum(), (rot, pos))
-        results.append((g_sim, tuple(g[:, scene._dynamic] for g in g_pose)))
+        results.append((g_sim, tuple(g[:, scene.dynamic_bodies] for g in g_pose)))
     tol = {"rtol": 1e-4, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-9, "atol": 1e-12}
     for a, b in zip(results[0][0] + results[0][1], results[1][0] + results[1][1], strict=True):
         assert a.abs().sum() > 0
@@ -309,7 +312,6 @@ def _behind_scene(scene_tools, tmp_path, dtype):
     return scene, state.replace(position=pos)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_scene_cache_moving_body_behind_a_static_one(scene_tools, tmp_path, dtype):
     scene, state = _behind_scene(scene_tools, tmp_path, dtype)
     atol = 1e-6 if dtype == torch.float32 else 1e-12
@@ -350,7 +352,7 @@ def test_scene_output_never_aliases_the_cached_layer():
     """Nothing moving in view at batch size 1: the image is the layer's pixels, but a copy."""
     scene, state = _pendulum_cart(torch.float64, batch_size=1, steps=0)
     pos = state.position.clone()
-    pos[:, scene._dynamic, 2] += 100.0  # far above the camera's view
+    pos[:, scene.dynamic_bodies, 2] += 100.0  # far above the camera's view
     away = state.replace(position=pos)
     first = scene.render(away)
     assert (scene.render_buffers(away).object_id >= 0).all()  # static bodies fill the view

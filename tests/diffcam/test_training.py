@@ -175,6 +175,7 @@ def ddp_worker(rank, world_size, port, folder, scene_path):
         dist.close()
 
 
+@pytest.mark.slow
 def test_two_ddp_processes_end_with_identical_weights(tmp_path, scene_path):
     mp.spawn(ddp_worker, args=(2, free_port(), str(tmp_path), str(scene_path)), nprocs=2)
     rank0, rank1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))

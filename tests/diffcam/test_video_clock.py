@@ -233,12 +233,12 @@ def test_untrustworthy_timestamps_are_a_clear_error(tmp_path, name, pts_ms, what
 
 
 def test_clock_problem_names_missing_timestamps():
-    problem = video_mod.clock._clock_problem(
+    problem = video_mod.clock.clock_problem(
         [0, 40, None, 120, None], [0, 1, 2, 3, 4], Fraction(1, 1000)
     )
     assert problem == "2 of 5 frames have no timestamp (the first is frame 2)"
     ok = [0, 33, 50, 120, 121, 300, 333, 500, 700, 701]  # variable frame rate is fine
-    assert video_mod.clock._clock_problem(ok, list(range(10)), Fraction(1, 1000)) is None
+    assert video_mod.clock.clock_problem(ok, list(range(10)), Fraction(1, 1000)) is None
 
 
 def test_stream_without_timestamps_falls_back_to_index_over_fps(tmp_path):

@@ -238,14 +238,14 @@ def test_seek_that_misses_falls_back_to_decoding_from_the_start(clip, monkeypatc
     path, _ = clip
     ref = read_video(path, frames=(20, 30))
     plans = _spy_plans(monkeypatch)
-    real_scan = video_mod.reading._scan_for_seek
+    real_scan = video_mod.reading.scan_for_seek
 
     def wrong_plan(p, sel):
         plan = real_scan(p, sel)
         plan.target_pts += 1  # a timestamp no frame has: the landing check fails
         return plan
 
-    monkeypatch.setattr(video_mod.reading, "_scan_for_seek", wrong_plan)
+    monkeypatch.setattr(video_mod.reading, "scan_for_seek", wrong_plan)
     v = read_video(path, frames=(20, 30))
     assert len(plans) == 2 and plans[0] is not None and plans[1] is None
     assert torch.equal(v.frames, ref.frames) and torch.equal(v.frame_indices, ref.frame_indices)
@@ -349,7 +349,7 @@ def test_yuv_averaging_matches_the_rgb_conversion(tmp_path, pix_fmt, monkeypatch
 
     # the noise clips: averaging its blocks' YUV and converting (no pixel-by-pixel fix) is
     # far from the reference, so the test above does check the fix
-    monkeypatch.setattr(video_mod.yuv._YuvPlan, "_fix_clipped", lambda *args: None)
+    monkeypatch.setattr(video_mod.yuv.YuvPlan, "_fix_clipped", lambda *args: None)
     bare = read_video(path, size=(16, 12))
     ref = read_video(path, size=(16, 12), conversion="rgb")
     assert bare.conversion == "yuv"
@@ -421,8 +421,8 @@ def test_yuv_plan_refuses_other_frames(clip):
     path, _ = clip
     with av.open(str(path)) as container:
         frame = next(container.decode(video=0))
-    geom = video_mod.frames._geometry(str(path), (64, 48), None, (32, 24))
-    plan = video_mod.yuv._yuv_plan(frame, 0, None, geom, torch.float32)
+    geom = video_mod.frames.output_geometry(str(path), (64, 48), None, (32, 24))
+    plan = video_mod.yuv.yuv_plan(frame, 0, None, geom, torch.float32)
     assert plan is not None
     slot = torch.full((3, 24, 32), -1.0)
     assert not plan.store(frame.reformat(format="yuv444p"), 0, slot)
@@ -710,6 +710,7 @@ def test_video_error_pickles():
 
 
 # --------------------------------------------------------------------------- memory
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from /proc")
 def test_peak_memory_stays_near_the_output_size(tmp_path):
     """5 s of 1280 x 720 at 60 fps read at 160 x 90: the peak RSS rises far less than the

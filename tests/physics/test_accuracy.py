@@ -7,6 +7,8 @@ import pytest
 import torch
 
 import physics
+from physics.contacts import find_contacts
+from physics.joints import joint_frames
 from tests.physics import models
 from tests.physics.reference import (
     bouncing_ball_apexes,
@@ -111,7 +113,7 @@ def test_double_pendulum_matches_ode_solution_over_3_seconds(coordinates):
 def test_double_pendulum_joints_stay_together_over_10_seconds(coordinates):
     world = models.double_pendulum(coordinates=coordinates)
     trajectory = physics.rollout(world, physics.initial_state(world), 1000)
-    frames = physics.joint_frames(
+    frames = joint_frames(
         world, trajectory.position.flatten(0, 1), trajectory.rotation.flatten(0, 1)
     )
     gap = (frames.child_anchor - frames.parent_anchor).norm(dim=-1)
@@ -164,6 +166,6 @@ def test_sphere_sphere_and_capsule_contacts_keep_bodies_apart():
                                quat=[0.7071, 0.7071, 0, 0]))  # fmt: skip
     world = physics.build_world(physics.WorldSpec(bodies=bodies), dtype=torch.float64)
     trajectory = physics.rollout(world, physics.initial_state(world), 200)
-    contacts = physics.find_contacts(world, trajectory.position[-1], trajectory.rotation[-1])
+    contacts = find_contacts(world, trajectory.position[-1], trajectory.rotation[-1])
     assert contacts.distance.min().item() > -0.02
     assert torch.isfinite(trajectory.position).all()

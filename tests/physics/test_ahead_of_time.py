@@ -11,6 +11,9 @@ from physics import ahead_of_time
 from physics.articulated import reduced_step
 from tests.physics import models
 
+# every test here builds (or loads, or fails to build) ahead-of-time compiled libraries
+pytestmark = pytest.mark.compile
+
 
 def _world(batch: int, dtype=torch.float32):
     """The reduced cart-pole with a welded tip and rail stops (the compiled-step tests' model)."""
@@ -307,5 +310,5 @@ def test_forward_mode_ad_is_not_served():
         dual = forward_ad.make_dual(action, torch.ones_like(action))
         assert ahead_of_time.aot_reduced_step(world, state, dual) is None
     seen = []
-    torch.func.vmap(lambda a: seen.append(ahead_of_time._plain_reverse_mode()) or a)(action)
+    torch.func.vmap(lambda a: seen.append(ahead_of_time.plain_reverse_mode()) or a)(action)
     assert seen == [False]

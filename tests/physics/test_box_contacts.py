@@ -4,11 +4,13 @@ batches. Every figure is measured in float64 at dt = 0.01 s."""
 
 import math
 
+import pytest
 import torch
 
 import physics
 from physics.contact_box import box_box
 from physics.contact_box_segment import box_segment
+from physics.contacts import find_contacts
 from tests.physics.test_gradients import finite_difference_check
 
 G = 9.81
@@ -121,11 +123,12 @@ def test_candidates_follow_shapes_collide_and_joints():
     ]
     assert box_pairs == [("box", "can")]
     assert segment_pairs == [("box", "ball"), ("can", "ball")]
-    contacts = physics.find_contacts(world, world.initial_position, world.initial_rotation)
+    contacts = find_contacts(world, world.initial_position, world.initial_rotation)
     padded = ~contacts.valid
     assert padded.any() and (contacts.distance[padded] == 1e3).all()
 
 
+@pytest.mark.slow
 def test_box_resting_on_box_stays_within_1_mm_for_10_s():
     """A box on a bigger box on the floor, offset and turned 30 degrees: both hold still."""
     bodies = [
@@ -142,6 +145,7 @@ def test_box_resting_on_box_stays_within_1_mm_for_10_s():
     assert turn.max().item() < 1e-3
 
 
+@pytest.mark.slow
 def test_five_box_stack_stands_for_10_s():
     """Five boxes, each offset by 2 cm and turned by 10 degrees from the one below."""
     bodies = [_floor(friction=0.6)]
@@ -155,7 +159,7 @@ def test_five_box_stack_stands_for_10_s():
     trajectory = physics.rollout(world, physics.initial_state(world), 1000)
     top = trajectory.position[:, 0, -1] - world.initial_position[0, -1]
     assert top.norm(dim=-1).max().item() < 0.01  # measured 3.8e-3 m
-    contacts = physics.find_contacts(world, trajectory.position[-1], trajectory.rotation[-1])
+    contacts = find_contacts(world, trajectory.position[-1], trajectory.rotation[-1])
     assert contacts.distance.min().item() > -1e-3
 
 
@@ -242,6 +246,7 @@ def _drop_world(velocity, mass=1.0, batch_size=1):
     return _world(bodies, batch_size=batch_size)
 
 
+@pytest.mark.slow
 def test_finite_differences_through_a_box_box_contact():
     """A tilted box thrown onto a slab lands on a corner, tips and slides, and pushes the slab:
     d(final pose)/d(initial velocity and mass) by autograd against central differences."""

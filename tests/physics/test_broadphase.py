@@ -3,7 +3,6 @@ every world of the batch. Results with it equal those without it (``WorldSpec(br
 False)``, every candidate's rows in the solve) to round-off, values and float64 gradients; it
 does leave rows out; a pair that starts far and comes into contact fast is not missed."""
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,11 +11,11 @@ import torch
 import diffcam
 import physics
 from physics import broadphase
+from physics import stepping as step_module
 from physics.math3d import tracing_for_compilation
 
 F64 = torch.float64
 ROOT = Path(__file__).resolve().parents[2]
-step_module = sys.modules["physics.step"]
 
 
 def _rollout_pair(make_world, steps: int, parameters: list[torch.Tensor], loss_fn):
@@ -70,11 +69,13 @@ def _counted_rows(monkeypatch) -> list[int]:
 # gradients by up to 3e-5 of their largest at step 30): a shorter horizon and wider tolerances.
 # The throws have one candidate (ball and floor): nothing to leave out.
 SCENES = [
-    ("tests/data/scenes/incline.toml", 300, 1e-9, 1e-7, True),
+    pytest.param("tests/data/scenes/incline.toml", 300, 1e-9, 1e-7, True, marks=pytest.mark.slow),
     ("tests/data/scenes/bounce.toml", 300, 1e-9, 1e-7, True),
     ("tests/data/scenes/throw.toml", 300, 1e-9, 1e-7, False),
-    ("diffcam/data/scenes/box_stack.toml", 30, 1e-4, 1e-3, True),
-    ("diffcam/data/scenes/tumble.toml", 200, 1e-9, 1e-7, True),
+    pytest.param(
+        "diffcam/data/scenes/box_stack.toml", 30, 1e-4, 1e-3, True, marks=pytest.mark.slow
+    ),
+    pytest.param("diffcam/data/scenes/tumble.toml", 200, 1e-9, 1e-7, True, marks=pytest.mark.slow),
     ("diffcam/data/scenes/ball_throw.toml", 200, 1e-9, 1e-7, False),
 ]
 
@@ -238,6 +239,7 @@ def _hinged_paddle(batch_size=1):
     return physics.build_world(spec, batch_size=batch_size, dtype=F64)
 
 
+@pytest.mark.slow
 def test_joints_with_contacts_equal_without_broadphase(monkeypatch):
     counts = _counted_rows(monkeypatch)
     spin = torch.tensor([[0.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, -1.0, 0.0]], dtype=F64)

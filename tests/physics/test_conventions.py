@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import physics
-from physics.joints import equality_rows
+from physics.joints import equality_rows, joint_frames
+from physics.rollouts import assert_finite
 from tests.physics import models
 
 
@@ -119,11 +120,11 @@ def test_non_finite_state_names_step_and_body(field, value):
     world = models.ball_on_floor(height=1.0)
     state = physics.initial_state(world)
     trajectory = physics.rollout(world, state, 3, check_finite=False)
-    physics.assert_finite(world, trajectory)  # finite: no error
+    assert_finite(world, trajectory)  # finite: no error
     broken = trajectory.replace(**{field: getattr(trajectory, field).clone()})
     getattr(broken, field)[2, 0, 1, 0] = value
     with pytest.raises(physics.SimulationError, match=r"step 2 .*body 'ball'"):
-        physics.assert_finite(world, broken)
+        assert_finite(world, broken)
 
 
 def test_checkpointed_rollout_gives_the_same_gradient():
@@ -197,7 +198,6 @@ def test_slider_limits_stop_the_cart():
     assert abs(x[-1].item() - 0.5) < 2e-3
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_cart_pole_with_rail_limits_under_strong_force_stays_finite_and_limited(dtype):
     # Regression: joints plus bounded rows (limits) under a hard push went non-finite.
     pivot = [0.0, 0.0, 1.2]
@@ -221,7 +221,7 @@ def test_cart_pole_with_rail_limits_under_strong_force_stays_finite_and_limited(
     assert x.abs().max().item() < 1.0 + 0.015
     assert abs(x[-1, 1].item() - 1.0) < 3e-3  # pressed against the stop, it rests there
     for t in range(0, 301, 10):
-        frames = physics.joint_frames(world, trajectory.position[t], trajectory.rotation[t])
+        frames = joint_frames(world, trajectory.position[t], trajectory.rotation[t])
         _, error = equality_rows(world, frames)  # every joint row's position error (m, rad)
         assert error.abs().max().item() < 2e-3
     assert torch.isfinite(q).all()
@@ -231,9 +231,8 @@ def test_inactive_bounded_rows_skip_the_sweeps_with_the_same_step_and_gradients(
     # A cart-pole mid-rail: its limit rows exist but are inactive, so step() replaces the
     # projected sweeps by one joint projection. Forcing the sweeps must give the same states
     # and the same gradients with respect to the actions.
-    import sys
 
-    step_module = sys.modules["physics.step"]
+    from physics import stepping as step_module
 
     pivot = [0.0, 0.0, 1.2]
     cart = physics.Body("cart", "box", [0.4, 0.16, 0.2], mass=1.0, position=pivot)
@@ -317,6 +316,7 @@ def _cart_pole_five_steps(step, coordinates, actions):
     return (state, *torch.autograd.grad(loss, (actions, start_velocity)))
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("coordinates", ["maximal", "reduced"])
 def test_compiled_step_matches_eager_step(coordinates):
     """Values and gradients. torch.compile takes another path for the joint solve (Gauss-Jordan
@@ -350,6 +350,7 @@ def test_convention_step_returns_the_initial_state_layout(coordinates):
         assert a.shape == b.shape and a.stride() == b.stride() and a.is_contiguous()
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("coordinates", ["maximal", "reduced"])
 def test_compiled_step_does_not_recompile_for_a_new_batch_size(coordinates):
     """One compiled graph per world structure and grad mode serves every batch size (the batch
@@ -378,6 +379,7 @@ def test_compiled_step_does_not_recompile_for_a_new_batch_size(coordinates):
             torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
 
 
+@pytest.mark.compile
 def test_compiled_step_after_another_world_structure():
     """A second world structure compiles a graph of its own with only the batch axis dynamic:
     Dynamo's automatic dynamic shapes once made the body count symbolic there, and that
@@ -401,6 +403,7 @@ def test_compiled_step_after_another_world_structure():
     torch.testing.assert_close(runs[0], runs[1], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.compile
 def test_compiled_step_gradients_to_world_parameters_match_eager():
     """Gradients to the world's own tensors (masses, sizes, damping, gravity: what system
     identification fits) through the compiled step of a reduced world, against eager, over 1
@@ -428,7 +431,6 @@ def test_compiled_step_gradients_to_world_parameters_match_eager():
             torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_convention_a_cart_pressed_against_its_stop_is_solved_in_one_sweep(dtype):
     # The bounded rows are swept in the joints' free space with Gershgorin step sizes: a row
     # alone (the cart at its stop, the pole swinging on it) is exact after one sweep, so few
@@ -451,12 +453,13 @@ def test_convention_a_cart_pressed_against_its_stop_is_solved_in_one_sweep(dtype
         torch.testing.assert_close(a, b, atol=tolerance, rtol=0)
 
 
+@pytest.mark.compile
 def test_convention_compiled_step_aligns_the_start_state_grad_flags():
     """`uniform_grad_flags`: with grad enabled and any input requiring grad, every state
     tensor requires grad (as every step output then does, so a compiled rollout from
     `initial_state` is one graph); the caller's tensors and the gradients are unchanged;
     without grad, or with nothing requiring it, the state itself comes back."""
-    from physics.rollout import uniform_grad_flags
+    from physics.rollouts import uniform_grad_flags
 
     world = models.cart_pole(theta0=0.7, batch_size=3, dtype=torch.float64)
     start = physics.initial_state(world)

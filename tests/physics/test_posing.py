@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import physics
+from physics.math3d import quat_to_matrix
 
 from .models import hanging_pose
 
@@ -79,7 +80,7 @@ def test_convention_positive_hinge_angle_turns_right_handed_about_the_axis():
     com, quat = hanging_pose(0.5, [0.0, 0.0, 2.0], 0.5)
     state = physics.initial_state(world)
     torch.testing.assert_close(state.position[0, 0], torch.tensor(com, dtype=torch.float64))
-    rotation = physics.quat_to_matrix(torch.tensor(quat, dtype=torch.float64))
+    rotation = quat_to_matrix(torch.tensor(quat, dtype=torch.float64))
     torch.testing.assert_close(state.rotation[0, 0], rotation)
     assert float(state.position[0, 0, 0]) < 0.0
 
@@ -165,7 +166,6 @@ def test_no_nan_gradient_at_a_zero_start():
     assert all(torch.isfinite(g).all() for g in grads)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_batch_of_starts_equals_single_starts(dtype):
     starts = torch.tensor([0.1, -0.4, 1.2], dtype=dtype)
     rates = torch.tensor([0.0, 0.5, -1.0], dtype=dtype)

@@ -7,7 +7,7 @@ import dataclasses
 
 import torch
 
-import physics
+from physics.math3d import quat_to_matrix
 
 from ...errors import SceneError
 
@@ -97,7 +97,7 @@ class CartPole:
             for name in ("cart", "pole")
             for key, default in (("position", [0.0] * 3), ("quat", [1.0, 0.0, 0.0, 0.0]))
         )
-        cart_r, pole_r = physics.quat_to_matrix(cart_r), physics.quat_to_matrix(pole_r)
+        cart_r, pole_r = quat_to_matrix(cart_r), quat_to_matrix(pole_r)
         arm = pole_p - anchor
         centre_distance = float(arm.norm())
         if centre_distance < 1e-6 or float((arm / centre_distance)[2]) > -1 + 1e-6:

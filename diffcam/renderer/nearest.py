@@ -11,11 +11,11 @@ from __future__ import annotations
 import torch
 
 from ..primitives import BOX, CAPSULE, CYLINDER, PLANE, RECT, SPHERE, intersect
-from .frame import Frame, _local_dirs
+from .frame import Frame, local_dirs
 from .planar import Tables
 
 
-def _nearest(tabs: Tables, f: Frame, w0, px_chunk: int):
+def nearest_hits(tabs: Tables, f: Frame, w0, px_chunk: int):
     """No-grad nearest hit -> (B, H, W) primitive index or -1.
 
     Compares inverse depth (larger = nearer), starting from the layer's ``w0`` (B|1, H, W)
@@ -51,7 +51,7 @@ def _nearest(tabs: Tables, f: Frame, w0, px_chunk: int):
             if code in (PLANE, RECT):
                 w, hit = _planar_window_test(tabs, code, k, b0, b1, rows, cols)
             else:
-                d = _local_dirs(
+                d = local_dirs(
                     A[b0:b1, k : k + 1], dx[b0:b1].gather(1, cols), dy[b0:b1].gather(1, rows)
                 )
                 t, hit = _intersect_culled(

@@ -27,7 +27,7 @@ from ..primitives import BOX, CAPSULE, CYLINDER, PLANE, RECT, SPHERE
 from .capsule import capsule_soft
 from .edges import edge_distance
 
-_BIG = prim._BIG
+BIG = prim.BIG
 
 
 class Vec(NamedTuple):
@@ -52,7 +52,7 @@ def columns(t: torch.Tensor) -> Vec:
 
 class SoftGeometry(NamedTuple):
     """Per sample (nb, n): signed silhouette distance ``sd`` (px, > 0 inside); ``depth`` (m)
-    of the hit, else of the ray's closest approach (``_BIG`` behind); ``point`` the local
+    of the hit, else of the ray's closest approach (``BIG`` behind); ``point`` the local
     point that colours the sample (:class:`Vec`); ``hit`` bool, whether the ray meets the
     surface. With ``distance_only`` only ``sd`` is set."""
 
@@ -93,7 +93,7 @@ def soft_geometry(
 
 
 def _eps(t: torch.Tensor) -> float:
-    return prim._eps_t(t)
+    return prim.eps_t(t)
 
 
 def _div_nonneg(a, b):
@@ -108,7 +108,7 @@ def _edges_sd(code, o: Vec, d: Vec, h: Vec, A, fx, fy):
     o3 = torch.cat([o.x, o.y, o.z], -1).unsqueeze(1)  # (nb, 1, 3)
     h3 = torch.cat([h.x, h.y, h.z], -1).unsqueeze(1)
     starts, dirs, active = (
-        primitive_silhouettes._rect_edges if code == RECT else primitive_silhouettes._box_edges
+        primitive_silhouettes.rect_edges if code == RECT else primitive_silhouettes.box_edges
     )(o3, h3)
     if code == BOX:  # at most 6 of the 12 edges are on the silhouette: those first, 6 kept
         keep = torch.argsort((~active).to(torch.uint8), dim=-1, stable=True)[..., :6]
@@ -122,7 +122,7 @@ def _edges_sd(code, o: Vec, d: Vec, h: Vec, A, fx, fy):
     if plain_autograd():
         return edge_distance(o3, d, starts, dirs, active, Ak, fx, fy)
     zero = torch.zeros_like(o3)
-    sd = primitive_silhouettes._edge_planes_sd(
+    sd = primitive_silhouettes.edge_planes_sd(
         o3, d.stacked(), starts, dirs, zero, active, Ak, fx, fy
     )
     return sd[:, 0]
@@ -139,7 +139,7 @@ def _planar(code, o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only):
     if distance_only:
         return SoftGeometry(sd)
     t, hit, front = _planar_hit(code, o, d, h)
-    depth = torch.where(front, t, _BIG)
+    depth = torch.where(front, t, BIG)
     t0 = torch.where(front, t, 0.0)
     point = Vec(o.x + t0 * d.x, o.y + t0 * d.y, o.z + t0 * d.z)
     return SoftGeometry(sd, depth, point, hit)
@@ -199,7 +199,7 @@ def _hit_near_silhouette(code: int, o: Vec, d: Vec, h: Vec, sd):
     A ray meets a box or capsule only where its silhouette distance is >= 0: for a box the
     distance to the projected outline, for a capsule ``(r - dist) f / t`` with ``dist`` the
     ray's distance to the axis segment, ``t`` the depth of the ray's closest approach (where
-    that lies behind the camera, -``_BIG``: a ray from outside meets the capsule only around
+    that lies behind the camera, -``BIG``: a ray from outside meets the capsule only around
     its closest approach). Rounding moves these distances by far less than a pixel, so the
     intersection, which costs more than the distance, is tested on the rays within
     ``_HIT_REACH`` of the silhouette only: a soft edge's samples mostly lie outside it.
@@ -227,7 +227,7 @@ def _box(o: Vec, d: Vec, h: Vec, A, fx, fy, distance_only, face_misses=False):
         return _box_face_misses(o, d, h, sd, eps)
     t_hit, hit = _hit_near_silhouette(BOX, o, d, h, sd)
     tc = _closest_approach_depth(o, d)
-    depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, _BIG))
+    depth = torch.where(hit, t_hit, torch.where(tc > eps, tc, BIG))
     t = torch.where(hit, t_hit, tc.clamp(min=0))
     return SoftGeometry(sd, depth, Vec(o.x + t * d.x, o.y + t * d.y, o.z + t * d.z), hit)
 
@@ -264,7 +264,7 @@ def _box_face_misses(o: Vec, d: Vec, h: Vec, sd, eps: float) -> SoftGeometry:
     t_all = sd.new_ones(n).index_put((sel,), torch.where(hit | face, t_sel, 1.0)).view(shape)
     tc = _closest_approach_depth(o, d)
     near_face = hit_all | face_all
-    depth = torch.where(near_face, t_all, torch.where(tc > eps, tc, _BIG))
+    depth = torch.where(near_face, t_all, torch.where(tc > eps, tc, BIG))
     t = torch.where(near_face, t_all, tc.clamp(min=0))
     at = sel[face]  # the face misses' flat indices
     tf, af = t_sel[face], axis[face]
@@ -274,7 +274,7 @@ def _box_face_misses(o: Vec, d: Vec, h: Vec, sd, eps: float) -> SoftGeometry:
         pf = oc[face] + tf * dc[face]
         hf = hc[face]
         on_plane = torch.where(pf >= 0, hf, -hf)  # exactly on the passed face's plane
-        inset = _clamp(pf, hf * (1.0 - _FACE_INSET))
+        inset = clamp_symmetric(pf, hf * (1.0 - _FACE_INSET))
         pf = torch.where(af == i, on_plane, inset)
         point.append(p.reshape(-1).index_put((at,), pf).view(shape))
     return SoftGeometry(sd, depth, Vec(*point), hit_all)
@@ -327,12 +327,12 @@ def _sphere(o: Vec, d: Vec, h: Vec, fm, distance_only):
     q = Vec(o.x + tc * d.x, o.y + tc * d.y, o.z + tc * d.z)
     front = tc > eps
     tc_s = torch.where(front, tc, 1.0)
-    sd = torch.where(front, (r - safe_sqrt(q.dot(q))) * fm / tc_s, -_BIG)
+    sd = torch.where(front, (r - safe_sqrt(q.dot(q))) * fm / tc_s, -BIG)
     if distance_only:
         return SoftGeometry(sd)
     t, hit = _nearest_root(dd, od, o.dot(o) - r * r, eps)
     t_hit = torch.where(hit, t, 1.0)
-    depth = torch.where(hit, t_hit, torch.where(front, tc, _BIG))
+    depth = torch.where(hit, t_hit, torch.where(front, tc, BIG))
     point = Vec(
         *(torch.where(hit, oi + t_hit * di, qi) for oi, di, qi in zip(o, d, q, strict=True))
     )
@@ -355,22 +355,22 @@ def _cylinder_capsule(code, o: Vec, d: Vec, h: Vec, fm, distance_only):
     a = rho2 + d.z * d.z
     od = o.dot(d)
     z_line = _div_nonneg(a * o.z - d.z * od, rho2)
-    z_seg = _clamp(z_line, hl) if code == CAPSULE else z_line
+    z_seg = clamp_symmetric(z_line, hl) if code == CAPSULE else z_line
     t_seg = _div_nonneg(z_seg * d.z - od, a)
     q = Vec(o.x + t_seg * d.x, o.y + t_seg * d.y, o.z + t_seg * d.z)
     qz = q.z - z_seg
     dist = safe_sqrt(q.x * q.x + q.y * q.y + qz * qz)
     front = t_seg > eps
     t_s = torch.where(front, t_seg, 1.0)
-    sd = torch.where(front, (r - dist) * fm / t_s, -_BIG)
+    sd = torch.where(front, (r - dist) * fm / t_s, -BIG)
     if code == CYLINDER:
-        sd = _smaller(sd, torch.where(front, (hl - z_line.abs()) * fm / t_s, -_BIG))
+        sd = _smaller(sd, torch.where(front, (hl - z_line.abs()) * fm / t_s, -BIG))
         for zc in (hl, -hl):
             tcap = safe_div(zc - o.z, d.z)
             ok = (tcap > eps) & (d.z.abs() > tiny(d.z))
             tcap_s = torch.where(ok, tcap, 1.0)
             px, py = o.x + tcap_s * d.x, o.y + tcap_s * d.y
-            sd_cap = torch.where(ok, (r - safe_sqrt(px * px + py * py)) * fm / tcap_s, -_BIG)
+            sd_cap = torch.where(ok, (r - safe_sqrt(px * px + py * py)) * fm / tcap_s, -BIG)
             sd = _larger(sd, sd_cap)
     if distance_only:
         return SoftGeometry(sd)
@@ -378,7 +378,7 @@ def _cylinder_capsule(code, o: Vec, d: Vec, h: Vec, fm, distance_only):
         t_hit, hit = _hit_near_silhouette(code, o, d, h, sd)
     else:
         t_hit, hit = _cylinder_capsule_hit(code, o, d, r, hl, rho2, a, od, eps)
-    depth = torch.where(hit, t_hit, torch.where(front, t_seg, _BIG))
+    depth = torch.where(hit, t_hit, torch.where(front, t_seg, BIG))
     point = Vec(
         *(torch.where(hit, oi + t_hit * di, qi) for oi, di, qi in zip(o, d, q, strict=True))
     )
@@ -412,14 +412,14 @@ def _cylinder_capsule_hit(code, o: Vec, d: Vec, r, hl, rho2, a, od, eps):
             valids.append(valid)
     best = None
     for c, v in zip(cands, valids, strict=True):
-        c = torch.where(v, c, _BIG)
+        c = torch.where(v, c, BIG)
         best = c if best is None else _smaller(best, c)
-    hit = best < 0.5 * _BIG
+    hit = best < 0.5 * BIG
     return torch.where(hit, best, 1.0), hit
 
 
 # ---------------------------------------------------------------------------- (u, v), shading
-def _clamp(x, lim):
+def clamp_symmetric(x, lim):
     """x clamped to [-lim, lim] (one autograd node, cheaper than a maximum and a minimum)."""
     return torch.clamp(x, -lim, lim)
 

@@ -13,15 +13,15 @@ from ..camera import PinholeCamera
 from ..primitives import Primitive
 from ..textures import build_atlas, composite
 from .appearance import checked_transform, place_colours, transform_colours
-from .background import _background, _layer_inverse_depth
-from .composite import _channels_first
-from .fast import PlanarArgs, _PlanarRender
+from .background import background_colours, layer_inverse_depth
+from .composite import channels_first
+from .fast import PlanarArgs, PlanarRender
 from .frame import Frame, TexMeta, make_frame
 from .hits import hard_hits
 from .mipmap import texture_levels
-from .planar import _tables
+from .planar import planar_tables
 from .sampling import sample_quad
-from .silhouettes import EdgeProfile, _soft
+from .silhouettes import EdgeProfile, soft_image
 
 __all__ = [
     "render",
@@ -299,8 +299,8 @@ def _render(
         mipmap,
         quad=not fast,
     )
-    bg = _background(background, B, H, W, dtype, device)
-    w0 = _layer_inverse_depth(background, background_depth, B, H, W, dtype, device)
+    bg = background_colours(background, B, H, W, dtype, device)
+    w0 = layer_inverse_depth(background, background_depth, B, H, W, dtype, device)
     if edge is not None:
         return _render_soft(frame, atlas, bg, w0, edge, max_chunk, buffers, transform)
     if fast:
@@ -312,7 +312,7 @@ def _render_soft(frame: Frame, atlas, bg, w0, edge, max_chunk, buffers: bool, tr
     """Soft or antialiased edges: the composited image and coverage, and (``buffers``) the
     depth (with gradients) and object id of the hard winner, found among the same samples."""
     B, H, W = frame.B, frame.H, frame.W
-    out = _soft(frame, atlas, bg, edge, max_chunk, w0, buffers, transform)
+    out = soft_image(frame, atlas, bg, edge, max_chunk, w0, buffers, transform)
     img = out.image.view(B, 3, H, W)
     if not buffers:
         return img, None, None, None
@@ -322,7 +322,7 @@ def _render_soft(frame: Frame, atlas, bg, w0, edge, max_chunk, buffers: bool, tr
 
 def _render_fast(frame: Frame, atlas, bg, w0):
     """Hard edges of a scene of rectangles and planes: the compiled planar fast path."""
-    tabs = _tables(frame)
+    tabs = planar_tables(frame)
     args = PlanarArgs(
         tabs.test,
         TexMeta.level0(atlas),
@@ -335,7 +335,7 @@ def _render_fast(frame: Frame, atlas, bg, w0):
         # even under no_grad): only then keep per-pixel data for it.
         torch.is_grad_enabled() and any(t.requires_grad for t in (tabs.plan, atlas.texels, bg)),
     )
-    img, depth, oid = _PlanarRender.apply(tabs.plan, atlas.texels, bg, args)
+    img, depth, oid = PlanarRender.apply(tabs.plan, atlas.texels, bg, args)
     return img, depth, oid, None
 
 
@@ -378,4 +378,4 @@ def _transformed_image(atlas, hits, meta0, meta1, blend, bg, transform, frame: F
     colour = transform_colours(colour, transform, hits.pix // P, hits.prim)
     if hits.shade is not None:
         colour = colour * hits.shade.unsqueeze(1)
-    return place_colours(_channels_first(bg, B), colour, hits.pix, P).view(B, 3, H, W)
+    return place_colours(channels_first(bg, B), colour, hits.pix, P).view(B, 3, H, W)

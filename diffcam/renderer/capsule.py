@@ -36,7 +36,7 @@ class _CapsuleSoft(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hits, ox, oy, oz, dx, dy, dz, r, hl, fm):
-        eps = prim._eps_t(dz)
+        eps = prim.eps_t(dz)
         # the recorded form's arithmetic in its order, products and sums in place where
         # that gives the same values (a + b = b + a exactly)
         rho2 = (dx * dx).add_(dy * dy)
@@ -52,7 +52,7 @@ class _CapsuleSoft(torch.autograd.Function):
         dist = w2.clamp(min=0.0).sqrt_().mul_(_step(w2 - tiny(w2), 0.0))  # safe_sqrt
         front_f = _step(t_seg - eps, 0.0)
         back_f = 1.0 - front_f
-        big_back = back_f * prim._BIG
+        big_back = back_f * prim.BIG
         t_s = (t_seg * front_f).add_(back_f)
         sd = torch.sub(r, dist).mul_(fm).div_(t_s).mul_(front_f).sub_(big_back)
         o, d = (ox, oy, oz), (dx, dy, dz)

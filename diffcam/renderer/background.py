@@ -14,7 +14,7 @@ import torch
 from ..textures import sample_texture
 
 
-def _background(background, B, H, W, dtype, device) -> torch.Tensor:
+def background_colours(background, B, H, W, dtype, device) -> torch.Tensor:
     """(B|1, H*W, 3) background colours from a colour (3,), colours per image (B, 3), a
     texture (3, Ht, Wt) or an image (B|1, 3, H, W)."""
     if background is None:
@@ -45,7 +45,7 @@ def _background(background, B, H, W, dtype, device) -> torch.Tensor:
     return sample_texture(background, uu, vv, wrap="clamp").reshape(1, H * W, 3)
 
 
-def _layer_inverse_depth(background, background_depth, B, H, W, dtype, device):
+def layer_inverse_depth(background, background_depth, B, H, W, dtype, device):
     """(B|1, H, W) no-grad inverse depth of a pre-rendered layer (0 where it is empty), which
     seeds the nearest-hit test; None without a layer."""
     if background_depth is None:
@@ -81,5 +81,5 @@ def background_image(background, height: int, width: int, dtype, device) -> torc
     if isinstance(background, torch.Tensor) and background.dim() == 4:
         return background
     n = background.shape[0] if isinstance(background, torch.Tensor) and background.dim() == 2 else 1
-    flat = _background(background, n, height, width, dtype, device)  # (B|1, H*W, 3)
+    flat = background_colours(background, n, height, width, dtype, device)  # (B|1, H*W, 3)
     return flat.transpose(1, 2).reshape(flat.shape[0], 3, height, width)

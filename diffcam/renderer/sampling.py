@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from ..autodiff import plain_autograd
-from ..textures import _bilerp, _quad_coords
+from ..textures import bilerp, quad_coords
 
 
 def _bilinear_slopes(q, ax, ay):
@@ -40,11 +40,11 @@ class _QuadSample(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, quad, u, v, offset, width, height, repeat):
-        row, ax, ay, sx, sy = _quad_coords(u, v, offset, width, height, repeat)
+        row, ax, ay, sx, sy = quad_coords(u, v, offset, width, height, repeat)
         # a repeating texture's scales come as Python numbers: saved as tensors
         sx, sy = (torch.full_like(u, x) if isinstance(x, float) else x for x in (sx, sy))
         q = quad.index_select(0, row)
-        col = _bilerp(q, ax, ay)[0]
+        col = bilerp(q, ax, ay)[0]
         ctx.save_for_backward(row, ax, ay, sx, sy, q)
         ctx.save_for_forward(row, ax, ay, sx, sy, q)
         ctx.n_rows = quad.shape[0]
@@ -77,7 +77,7 @@ class _QuadSample(torch.autograd.Function):
         row, ax, ay, sx, sy, q = ctx.saved_tensors
         out = torch.zeros_like(q[:, :3])
         if t_quad is not None:
-            out = out + _bilerp(t_quad.index_select(0, row), ax, ay)[0]
+            out = out + bilerp(t_quad.index_select(0, row), ax, ay)[0]
         if t_u is not None or t_v is not None:
             _, d_ax, d_ay = _bilinear_slopes(q, ax, ay)
             if t_u is not None:
@@ -129,7 +129,7 @@ class _QuadSampleBlocks(torch.autograd.Function):
         for start, stop, *meta in blocks:
             for c0 in range(start, stop, _CHUNK):
                 sl = slice(c0, min(stop, c0 + _CHUNK))
-                r, ax[sl], ay[sl], sx[sl], sy[sl] = _quad_coords(u[sl], v[sl], *meta)
+                r, ax[sl], ay[sl], sx[sl], sy[sl] = quad_coords(u[sl], v[sl], *meta)
                 row[sl] = r
                 q = quad_t.index_select(1, r)
                 views = (unshaded[:, sl], None, None)

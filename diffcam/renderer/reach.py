@@ -1,7 +1,7 @@
 """Which pixels a primitive's soft edge reaches: no-grad, per primitive and image.
 
 A soft coverage ``sigmoid(sd / sigma)`` counts only where the silhouette distance ``sd``
-exceeds ``-margin`` (``margin = _SOFT_TAIL * sigma``, see ``silhouettes``). Two steps find
+exceeds ``-margin`` (``margin = SOFT_TAIL * sigma``, see ``silhouettes``). Two steps find
 those pixels without a pass over every pixel and primitive: a cheap superset of candidate
 pixels from the primitive's geometry (`candidates`), then the exact test of
 ``silhouette_distance`` on the candidates only (`kept_pixels`).

@@ -12,7 +12,7 @@ from .ahead_of_time import aot_reduced_step
 from .aot_rollout import aot_reduced_rollout
 from .articulated import reduced_step
 from .state import State
-from .step import step
+from .stepping import step
 from .world import TENSOR_FIELDS, World
 
 Tensor = torch.Tensor

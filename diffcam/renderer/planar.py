@@ -65,7 +65,7 @@ class PlanarTest(NamedTuple):
 
 
 class Tables(NamedTuple):
-    """Per-(b, k) tables of ``_tables``.
+    """Per-(b, k) tables of ``planar_tables``.
 
     plan (B, K, 12|13) differentiable planar forms (columns P_*) or None without planar
     primitives; gen (B, K, 21|26) differentiable generic parameters (columns G_*) or None
@@ -116,7 +116,7 @@ def _planar_forms(f: Frame) -> PlanarForms:
     return PlanarForms(D, Nx, Ny, U, V, u0, v0)
 
 
-def _tables(f: Frame) -> Tables:
+def planar_tables(f: Frame) -> Tables:
     """Per-(b, k) tables shared by the reference and the fast hard paths (see :class:`Tables`);
     the shading column / light columns are present when ``f.light`` is set."""
     B, K, H, W = f.B, f.K, f.H, f.W

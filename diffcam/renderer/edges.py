@@ -1,14 +1,14 @@
 """Soft samples' silhouette distance of boxes and rectangles, with a hand-written backward.
 
 Their distance is the minimum over silhouette edges of the signed pixel distance to the
-edge's image line, ``(n_e . d) / norm_e`` (``primitive_silhouettes._edge_planes_sd``).
+edge's image line, ``(n_e . d) / norm_e`` (``primitive_silhouettes.edge_planes_sd``).
 Recorded op by op that is a (samples, edges) product, a division, a mask and a minimum,
 each with its own (samples, edges) buffers in the backward. `edge_distance` does it in one
 node on the directions' components: the forward keeps only the nearest edge's index per
 sample, and the backward sends each sample's gradient to that edge alone,
 ``d sd / d d = n_e / norm_e``, ``d sd / d n_e = d / norm_e``,
 ``d sd / d norm_e = -sd / norm_e``. ``geometry`` uses it for
-these kinds (the values of ``primitive_silhouettes._edge_planes_sd``; the gradients of the
+these kinds (the values of ``primitive_silhouettes.edge_planes_sd``; the gradients of the
 minimum's one edge where the reference splits them among exact ties).
 """
 
@@ -26,7 +26,7 @@ class _EdgeDistance(torch.autograd.Function):
 
     The (nb, E, m) table of the edges' distances is the reference's batched matrix product
     (the same rounding: element-wise products and sums gave other last bits, enough to change
-    a shipped controller's closed loop), inactive edges are pushed to ``_BIG`` by adding it
+    a shipped controller's closed loop), inactive edges are pushed to ``BIG`` by adding it
     (an exact 0 is added to the active ones), and the minimum is an ``amin`` over the edge
     axis: ``min`` or ``argmin`` with indices over a small axis are an order of magnitude
     slower. The nearest edge per sample, which the backward needs, is found from the table
@@ -34,12 +34,12 @@ class _EdgeDistance(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, dx, dy, dz, n, norm, active):
-        # (nb, 1, m, 3) @ (nb, 1, 3, E), the shapes of `primitive_silhouettes._edge_planes_sd`'s
+        # (nb, 1, m, 3) @ (nb, 1, 3, E), the shapes of `primitive_silhouettes.edge_planes_sd`'s
         # product, seen as (nb, E, m)
         d = torch.stack((dx, dy, dz), -1).unsqueeze(1)
         val = (d @ n.unsqueeze(1).transpose(-1, -2))[:, 0].transpose(1, 2)
         val.div_(norm.unsqueeze(2)).add_(
-            torch.zeros_like(norm).masked_fill_(~active, prim._BIG).unsqueeze(2)
+            torch.zeros_like(norm).masked_fill_(~active, prim.BIG).unsqueeze(2)
         )
         sd = val.amin(1)
         edge = _first_nearest(val, sd) if any(ctx.needs_input_grad[:5]) else None
@@ -78,10 +78,10 @@ def _first_nearest(val, sd):
 
 
 def edge_distance(o, d, starts, dirs, active, A, fx, fy):
-    """``primitive_silhouettes._edge_planes_sd`` (centre reference at the local origin) in one
+    """``primitive_silhouettes.edge_planes_sd`` (centre reference at the local origin) in one
     node, for one primitive per image: o (nb, 1, 3); d a :class:`~geometry.Vec` of (nb, m)
     ray directions; starts, dirs (nb, 1, E, 3); active (nb, 1, E); A (nb, 1, 3, 3);
     fx, fy (nb, 1) -> (nb, m)."""
-    n, _, norm = primitive_silhouettes._edge_lines(o, starts, dirs, torch.zeros_like(o), A, fx, fy)
+    n, _, norm = primitive_silhouettes.edge_lines(o, starts, dirs, torch.zeros_like(o), A, fx, fy)
     dx, dy, dz = torch.broadcast_tensors(d.x, d.y, d.z)
     return _EdgeDistance.apply(dx, dy, dz, n[:, 0], norm[:, 0], active[:, 0])

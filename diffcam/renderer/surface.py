@@ -10,8 +10,8 @@ import math
 import torch
 
 from .._safe import safe_atan2, safe_sqrt
-from ..primitives import BOX, CYLINDER, PLANE, RECT, SPHERE, _lon
-from .geometry import Vec, _clamp
+from ..primitives import BOX, CYLINDER, PLANE, RECT, SPHERE, longitude
+from .geometry import Vec, clamp_symmetric
 from .shading import lambert
 
 
@@ -36,12 +36,14 @@ def texture_coords(code: int, p: Vec, h: Vec):
     if code == PLANE:
         return p.x, p.y
     if code == RECT:
-        return _clamp(p.x, h.x) / (2 * h.x) + 0.5, _clamp(p.y, h.y) / (2 * h.y) + 0.5
+        return clamp_symmetric(p.x, h.x) / (2 * h.x) + 0.5, clamp_symmetric(p.y, h.y) / (
+            2 * h.y
+        ) + 0.5
     if code == SPHERE:
         rho = safe_sqrt(p.x * p.x + p.y * p.y)
-        return _lon(p.x, p.y), 0.5 + safe_atan2(p.z, rho) / math.pi
+        return longitude(p.x, p.y), 0.5 + safe_atan2(p.z, rho) / math.pi
     if code == BOX:
-        sx, sy, sz = (_clamp(pi, hi) / (2 * hi) for pi, hi in zip(p, h, strict=True))
+        sx, sy, sz = (clamp_symmetric(pi, hi) / (2 * hi) for pi, hi in zip(p, h, strict=True))
         on_x, on_y, pos = _box_face(p, h)
         # u: sy on the x faces, -sx on the y faces, sx on the z faces; negated on the
         # negative sides (the sign applied as a factor of +-1: one select of sx or sy)
@@ -53,9 +55,9 @@ def texture_coords(code: int, p: Vec, h: Vec):
         cap = _on_cylinder_cap(p, r, hl)
         u_cap = torch.where(p.z >= 0, p.x, -p.x) / (2 * r) + 0.5
         v_cap = p.y / (2 * r) + 0.5
-        v_side = _clamp(p.z, hl) / (2 * hl) + 0.5
-        return torch.where(cap, u_cap, _lon(p.x, p.y)), torch.where(cap, v_cap, v_side)
-    return _lon(p.x, p.y), (_clamp(p.z, hl + r) + hl + r) / (2 * hl + 2 * r)
+        v_side = clamp_symmetric(p.z, hl) / (2 * hl) + 0.5
+        return torch.where(cap, u_cap, longitude(p.x, p.y)), torch.where(cap, v_cap, v_side)
+    return longitude(p.x, p.y), (clamp_symmetric(p.z, hl + r) + hl + r) / (2 * hl + 2 * r)
 
 
 def _normal(code: int, p: Vec, h: Vec) -> Vec:
@@ -68,7 +70,7 @@ def _normal(code: int, p: Vec, h: Vec) -> Vec:
         cap = _on_cylinder_cap(p, r, hl)
         n_z = torch.where(cap, torch.where(p.z >= 0, 1.0, -1.0), 0.0).to(p.x.dtype)
         return Vec(torch.where(cap, 0.0, p.x), torch.where(cap, 0.0, p.y), n_z)
-    return Vec(p.x, p.y, p.z - _clamp(p.z, hl))
+    return Vec(p.x, p.y, p.z - clamp_symmetric(p.z, hl))
 
 
 def shading(code: int, p: Vec, d: Vec, h: Vec, light: Vec, ambient, intensity, two_sided=None):

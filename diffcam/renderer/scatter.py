@@ -15,7 +15,7 @@ _SCATTER_POOL: dict[tuple[int, int], ThreadPoolExecutor] = {}
 _SCATTER_POOL_LOCK = threading.Lock()
 
 
-def _scatter_texels(idx, ax, ay, gc, n_texels: int):
+def scatter_texels(idx, ax, ay, gc, n_texels: int):
     """Texel gradient (n_texels, 3) from the corners' int32 indices (4 planes (B, P); the
     index n_texels is a sink whose sum is dropped), the bilinear fractions ax, ay (B, P)
     and the RGB gradient reaching the texture (B, 3, P).
@@ -34,8 +34,8 @@ def _scatter_texels(idx, ax, ay, gc, n_texels: int):
     return torch.stack(channels, -1)
 
 
-def _scatter_in_threads(scatter, idx, ax, ay, gc, n_texels: int):
-    """``scatter`` (`_scatter_texels` or its compiled form) on min(threads, B) blocks of
+def scatter_in_threads(scatter, idx, ax, ay, gc, n_texels: int):
+    """``scatter`` (`scatter_texels` or its compiled form) on min(threads, B) blocks of
     images, the first in this thread and the others in a pool, summed."""
     B = ax.shape[0]
     workers = min(torch.get_num_threads(), B)

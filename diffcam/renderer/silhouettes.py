@@ -5,8 +5,8 @@ Every primitive gets a coverage ``alpha`` from its signed silhouette distance ``
 pixels (an :class:`EdgeProfile`: ``sigmoid(sd / sigma)``, or the antialiasing ramp
 ``clamp(0.5 + sd, 0, 1)``, a pixel's box-filtered coverage by a straight edge) and a colour
 at every pixel; these are composited front to back in depth order. Coverage below
-sigmoid(-_SOFT_TAIL) is taken as exactly 0, so a primitive only needs the pixels within
-``_SOFT_TAIL * sigma`` of its silhouette (or inside it; the ramp's: within half a pixel),
+sigmoid(-SOFT_TAIL) is taken as exactly 0, so a primitive only needs the pixels within
+``SOFT_TAIL * sigma`` of its silhouette (or inside it; the ramp's: within half a pixel),
 which `reach` finds without autograd. Colours, depths and coverage are computed with autograd on those pixels only
 (`_soft_samples`) and composited on their union (`composite`), whose depth ordering also
 gives the hard winner's id and depth (`_winner_images`).
@@ -20,21 +20,21 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from .appearance import transform_colours
-from .composite import _channels_first, composite, make_plan
+from .composite import channels_first, composite, make_plan
 from .frame import Frame
 from .geometry import columns, local_rays, soft_geometry
 from .reach import candidates, kept_pixels
 from .sampling import sample_quad_blocks
 from .surface import shading, texture_coords
 
-# Soft coverage sigmoid(sd / sigma) is treated as exactly 0 where sd <= -_SOFT_TAIL * sigma.
+# Soft coverage sigmoid(sd / sigma) is treated as exactly 0 where sd <= -SOFT_TAIL * sigma.
 # float32: sigmoid(-9.21) = 1.0e-4, the cut-off of PyTorch3D's soft rasteriser: it changes a
 # pixel by at most K * 1e-4 of the largest colour difference (below an 8-bit level) and
 # d(coverage)/d(sd) by at most 1e-4 / sigma, and halves the pixels a soft edge touches next to
 # a cut at float32's rounding (17). float64 keeps the exact cut, sigmoid(-37) = 8.5e-17 (below
 # half an ulp of 1), so float64 renders and their finite differences are those of the
 # untruncated sum.
-_SOFT_TAIL = {torch.float16: 9.21, torch.bfloat16: 9.21, torch.float32: 9.21, torch.float64: 37.0}
+SOFT_TAIL = {torch.float16: 9.21, torch.bfloat16: 9.21, torch.float32: 9.21, torch.float64: 37.0}
 
 
 class EdgeProfile(NamedTuple):
@@ -49,7 +49,7 @@ class EdgeProfile(NamedTuple):
 
     def margin(self, dtype) -> float:
         """How far (samples) outside the silhouette the coverage can be above 0."""
-        return 0.5 * self.width if self.ramp else self.width * _SOFT_TAIL[dtype]
+        return 0.5 * self.width if self.ramp else self.width * SOFT_TAIL[dtype]
 
     def coverage(self, sd):
         if self.ramp:
@@ -90,7 +90,7 @@ class SoftImage(NamedTuple):
     depth: torch.Tensor
 
 
-def _soft(
+def soft_image(
     f: Frame, atlas, bg, edge: EdgeProfile, max_chunk: int, w0, ids: bool = True, transform=None
 ) -> SoftImage:
     """Soft silhouettes, composited front to back over ``bg``, and (``ids``; else None) the
@@ -102,7 +102,7 @@ def _soft(
     0, as the hard test would hide them.
 
     A primitive's coverage is exactly 0 where its silhouette distance is at most
-    ``-edge.margin(dtype)`` (sigmoid: ``-_SOFT_TAIL * sigma``, see there for the error
+    ``-edge.margin(dtype)`` (sigmoid: ``-SOFT_TAIL * sigma``, see there for the error
     bound); pixels where every primitive's
     is are the background. Only the pixels some primitive reaches are composited; every pixel
     a primitive's surface covers is among them, so the winners are those of the hard test.
@@ -111,7 +111,7 @@ def _soft(
     margin = edge.margin(f.o.dtype)
     samples = _soft_samples(f, atlas, edge, margin, max_chunk, w0, transform)
     if samples is None:  # a copy: never a view of a pre-rendered layer the caller keeps
-        image = _channels_first(bg, B)
+        image = channels_first(bg, B)
         if not ids:
             return SoftImage(image, None, None, None)
         zeros = bg.new_zeros(B, P)

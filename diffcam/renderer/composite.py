@@ -149,7 +149,7 @@ def _background_at(bg, plan: Plan):
     return bg.reshape(-1, 3).index_select(0, plan.pix).t()
 
 
-def _channels_first(bg, B: int):
+def channels_first(bg, B: int):
     """A new (B, 3, P) image of the background ``bg`` (B|1, P, 3). (A copy into a new tensor:
     ``clone()`` of an expanded tensor is several times slower in torch 2.13.)"""
     image = bg.new_empty(B, 3, bg.shape[1])
@@ -183,7 +183,7 @@ class _Composite(torch.autograd.Function):
             acc.addcmul_(A[i] * T[i], C[:, i])
             torch.mul(T[i], 1.0 - A[i], out=T[i + 1])
         outq = torch.addcmul(acc, T[L], bgq)
-        image = _channels_first(bg, B)
+        image = channels_first(bg, B)
         image.view(-1).index_copy_(0, plan.chan.view(-1), torch.cat([out1, outq], 1).view(-1))
         behind = torch.cat([1.0 - a1, T[L]])  # what shows of the background
         coverage = None
@@ -281,7 +281,7 @@ def composite_reference(alpha, colour, bg, plan: Plan, with_coverage: bool = Tru
     shown = trans[-1] if L else A.new_ones(N)
     outq = (A * before * C).sum(1) + shown * bg_at[:, n1:]
     behind = torch.cat([1.0 - a1, shown])
-    flat = _channels_first(bg, B).view(-1)
+    flat = channels_first(bg, B).view(-1)
     image = flat.index_put((plan.chan.view(-1),), torch.cat([out1, outq], 1).view(-1))
     if not with_coverage:
         return image.view(B, 3, P), None

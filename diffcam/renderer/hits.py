@@ -13,7 +13,7 @@ import torch
 from ..primitives import PLANE, RECT
 from .frame import Frame
 from .geometry import Vec, ray_hit
-from .nearest import _nearest
+from .nearest import nearest_hits
 from .planar import (
     G_A,
     G_AMBIENT,
@@ -35,8 +35,8 @@ from .planar import (
     P_V,
     P_V0,
     Tables,
-    _tables,
     affine,
+    planar_tables,
     safe_inverse,
 )
 from .surface import shading, texture_coords
@@ -80,7 +80,9 @@ def nearest_ids(f: Frame, max_chunk: int, w0=None) -> torch.Tensor:
     """No-grad winner map (B, H, W) long (-1: nothing nearer than the layer ``w0``
     (B|1, H, W) inverse depth, or than infinity without one)."""
     with torch.no_grad():
-        return _nearest(_tables(f._replace(light=None)), f, w0, _chunking(f, max_chunk)[0])
+        return nearest_hits(
+            planar_tables(f._replace(light=None)), f, w0, _chunking(f, max_chunk)[0]
+        )
 
 
 def hard_hits(f: Frame, max_chunk: int, w0=None, oid=None) -> tuple[torch.Tensor, Hits]:
@@ -90,11 +92,11 @@ def hard_hits(f: Frame, max_chunk: int, w0=None, oid=None) -> tuple[torch.Tensor
     (B|1, H, W) is the inverse depth of a pre-rendered layer that the primitives must beat.
     Returns the winner map (B, H, W) long (-1 on the background) and the :class:`Hits`.
     """
-    tabs = _tables(f)
+    tabs = planar_tables(f)
     px_chunk, nb, rows = _chunking(f, max_chunk)
     if oid is None:
         with torch.no_grad():
-            oid = _nearest(tabs, f, w0, px_chunk)
+            oid = nearest_hits(tabs, f, w0, px_chunk)
     return oid, _recompute(f, tabs, oid, nb, rows)
 
 

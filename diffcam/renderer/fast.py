@@ -15,9 +15,9 @@ import torch
 
 from ..primitives import RECT
 from ..textures import bilinear_corners
-from .frame import TexMeta, _pixel_centres
+from .frame import TexMeta, pixel_centres
 from .planar import P_D, P_DEPTH, P_SHADE, P_U, P_U0, P_V, P_V0, PlanarTest, affine, safe_inverse
-from .scatter import _scatter_in_threads, _scatter_texels
+from .scatter import scatter_in_threads, scatter_texels
 
 # Primitive count up to which compiled code selects table entries with chains of ``where``.
 _MAX_SELECT_PRIMITIVES = 16
@@ -104,7 +104,7 @@ def _planar_forward(
     sink).
     """
     B = test.w.shape[0]
-    xp, yp = _pixel_centres(B, H, W, test.w.dtype, test.w.device)
+    xp, yp = pixel_centres(B, H, W, test.w.dtype, test.w.device)
     best_k = _planar_nearest(test, codes, xp, yp, w0)
     fg = best_k >= 0
     kc = best_k.clamp(min=0)
@@ -156,7 +156,7 @@ def _planar_backward_pixels(plan_tab, bg_shared, H, W, lit, g_img, g_depth, best
     """
     B = plan_tab.shape[0]
     P = H * W
-    xp, yp = _pixel_centres(B, H, W, plan_tab.dtype, plan_tab.device)
+    xp, yp = pixel_centres(B, H, W, plan_tab.dtype, plan_tab.device)
     best_k = best_k.reshape(B, P).long()
     fg = best_k >= 0
     kc = best_k.clamp(min=0)
@@ -216,10 +216,10 @@ def _planar_fns():
         _PLANAR_FNS["b"] = torch.compile(
             _planar_backward_pixels, dynamic=False, options={"cpp.max_horizontal_fusion_size": 128}
         )
-        _PLANAR_FNS["s"] = torch.compile(_scatter_texels, dynamic=False, options=unchecked)
+        _PLANAR_FNS["s"] = torch.compile(scatter_texels, dynamic=False, options=unchecked)
         # CPU: single-threaded, in C++ with the GIL released (cpp_wrapper), one per thread.
         _PLANAR_FNS["s_cpu"] = torch.compile(
-            _scatter_texels,
+            scatter_texels,
             dynamic=False,
             options={**unchecked, "cpp.threads": 1, "cpp_wrapper": True},
         )
@@ -227,7 +227,7 @@ def _planar_fns():
 
 
 def _compiled_scatter(idx, ax, ay, gc, n_texels: int):
-    """The compiled `_scatter_texels`; on the CPU over blocks of images, one block per
+    """The compiled `scatter_texels`; on the CPU over blocks of images, one block per
     thread, each into its own texel buffer, then summed.
 
     A parallel scatter into one buffer needs atomic adds, which cost more than they save
@@ -237,11 +237,11 @@ def _compiled_scatter(idx, ax, ay, gc, n_texels: int):
     """
     if ax.device.type != "cpu":
         return _PLANAR_FNS["s"](idx, ax, ay, gc, n_texels)
-    return _scatter_in_threads(_PLANAR_FNS["s_cpu"], idx, ax, ay, gc, n_texels)
+    return scatter_in_threads(_PLANAR_FNS["s_cpu"], idx, ax, ay, gc, n_texels)
 
 
 class PlanarArgs(NamedTuple):
-    """The non-differentiable inputs of :class:`_PlanarRender`: no-grad test forms (B, K, 3),
+    """The non-differentiable inputs of :class:`PlanarRender`: no-grad test forms (B, K, 3),
     texture slots (K,), kind codes, image size, lit, the layer's inverse depth w0 (B|1, H, W)
     or None, and ``keep`` (whether a backward can follow)."""
 
@@ -255,7 +255,7 @@ class PlanarArgs(NamedTuple):
     keep: bool
 
 
-class _PlanarRender(torch.autograd.Function):
+class PlanarRender(torch.autograd.Function):
     """Hard-edge render of planar primitives (rectangles, planes) with a hand-written
     backward in three stages: per pixel (from what the forward kept: the colour's derivatives
     along u and v, the bilinear fractions and corner indices; 48 bytes a pixel, 60 lit), the

@@ -151,7 +151,7 @@ def lighting_batch(lighting) -> int:
     return next(iter(sizes.values()), 1)
 
 
-def _local_dirs(A, dx, dy):
+def local_dirs(A, dx, dy):
     """Local directions (B, Kg, h, W, 3) from A (B, Kg, 3, 3), dx (B, W), dy (B, h).
 
     Built component-major (each component a contiguous (B, Kg, h, W) block, one broadcast
@@ -165,7 +165,7 @@ def _local_dirs(A, dx, dy):
     return torch.stack(comps, 0).movedim(0, -1)
 
 
-def _pixel_centres(B: int, H: int, W: int, dtype, device):
+def pixel_centres(B: int, H: int, W: int, dtype, device):
     """Pixel-centre coordinates x = j + 0.5, y = i + 0.5 as (B, H * W) planes (px)."""
     x = torch.arange(W, dtype=dtype, device=device) + 0.5
     y = torch.arange(H, dtype=dtype, device=device) + 0.5
