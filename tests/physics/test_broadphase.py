@@ -75,7 +75,7 @@ SCENES = [
     pytest.param(
         "diffcam/data/scenes/box_stack.toml", 30, 1e-4, 1e-3, True, marks=pytest.mark.slow
     ),
-    pytest.param("diffcam/data/scenes/tumble.toml", 200, 1e-9, 1e-7, True, marks=pytest.mark.slow),
+    pytest.param("diffcam/data/scenes/tumble.toml", 100, 1e-9, 1e-7, True, marks=pytest.mark.slow),
     ("diffcam/data/scenes/ball_throw.toml", 200, 1e-9, 1e-7, False),
 ]
 
