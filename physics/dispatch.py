@@ -423,7 +423,7 @@ def gather(
     an eager warm-up step leaves the ahead-of-time registry alone. Equal facts are one
     object (kept in a bounded cache)."""
     key, found = _gather(world, state, action, steps, policy, actions, requested, tier,
-                         ahead_of_time, look_on_disk)  # fmt: skip
+                         ahead_of_time, look_on_disk, True)  # fmt: skip
     return _facts(key), found
 
 
@@ -438,12 +438,15 @@ def plan(
     requested: bool | None = True,
     tier: Tier | None = None,
     ahead_of_time: bool = True,
+    look_up: bool = True,
 ) -> tuple[Route, aot.Lookup | None]:
     """`decide` of `gather`'s facts, and the lookup: what a call runs (its facts are
     ``route.facts``). Equal facts give the route from a bounded cache without making a
-    `Facts` record again: this runs on every compiled step."""
+    `Facts` record again: this runs on every compiled step. ``look_up=False`` leaves the
+    builds unknown (None): enough for a caller that only asks whether the call goes through
+    the compiled entry points (``route.compile``), which then decide again."""
     key, found = _gather(world, state, action, steps, policy, actions, requested, tier,
-                         ahead_of_time, False)  # fmt: skip
+                         ahead_of_time, False, look_up)  # fmt: skip
     return _route_of(key), found
 
 
@@ -458,7 +461,7 @@ def _route_of(key: tuple) -> Route:
 
 
 def _gather(world, state, action, steps, policy, actions, requested, tier, ahead_of_time,
-            look_on_disk) -> tuple[tuple, aot.Lookup | None]:  # fmt: skip
+            look_on_disk, look_up) -> tuple[tuple, aot.Lookup | None]:  # fmt: skip
     """`Facts`' fields in order, as a tuple, and the lookup (see `gather`)."""
     rollout = steps is not None
     batch = state.position.shape[0]
@@ -477,7 +480,7 @@ def _gather(world, state, action, steps, policy, actions, requested, tier, ahead
             world_grad, state_grad, plain, policy is not None, missing, steps, ahead_of_time)  # fmt: skip
     tail = (notices.announced(structure.key), notices.fell_back(structure.key, refusal(grad)))
     found = step_build = rollout_build = None
-    applies = reduced and batch >= 2 and plain and not missing
+    applies = look_up and reduced and batch >= 2 and plain and not missing
     if applies and (look_on_disk or _may_compile(requested, head, tail)):
         if rollout:
             first = actions[0] if actions is not None else None

@@ -183,7 +183,9 @@ def _world_grad_fallback(world: World, route: dispatch.Route) -> None:
     structure = notices.structure_of(world)
     notices.fall_back(
         structure.label, structure.key, "world_grad", "compiled step", "eager",
-        f"physics: compiled_step steps {structure.label} eagerly: {route.reason}",
+        f"physics: gradients to the world's tensors ({', '.join(route.facts.world_grad)}) of "
+        f"{structure.label}: compiled_step steps it eagerly (Inductor's reduced step got them "
+        "wrong, torch 2.13; the ahead-of-time libraries give them none)",
     )  # fmt: skip
 
 

@@ -197,13 +197,15 @@ class Scene:
 
     def _route(self, state, action=None, *, steps=None, policy=None, actions=None, compile=None):
         """The `physics.Route` of a step (``steps`` None) or a rollout from ``state``, and the
-        tier it was decided with (None unless ``compile`` is None); records nothing."""
+        tier it was decided with (None unless ``compile`` is None); records nothing. Whether
+        it compiles and why it stays eager are all it says: the builds are not looked up
+        (the compiled entry points decide their path again)."""
         import physics.dispatch
 
         tier = self._tier() if compile is None else None
         route, _ = physics.dispatch.plan(
             self.world, state, action, steps=steps, policy=policy, actions=actions,
-            requested=compile, tier=tier,
+            requested=compile, tier=tier, look_up=False,
         )  # fmt: skip
         return route, tier
 
