@@ -145,7 +145,8 @@ class Route:
             (gradients to the world's tensors, Dynamo's limit) have it True.
         cause: the rule that decided, a short name: "asked" (compile=False), "warming_up",
             "gradients", "not_plain", "maximal", "aot", "batch", "no_action", "aot_off",
-            "build_failed", "no_steps", "policy", "world_grad" or "recompile_limit".
+            "build_failed", "world_grad" or "recompile_limit" (a rollout step by step: its
+            steps' cause; its reason says why it is not chained).
         reason: the rule and the facts it read, in words.
         built: nothing to build: True for eager, for libraries in this process or on disk and
             for a structure torch.compile compiled in this process; False when the libraries
@@ -182,19 +183,21 @@ class Route:
         return decide(dataclasses.replace(self.facts, requested=True, tier=None))
 
     def __str__(self) -> str:
-        what = {
-            "ahead_of_time": "ahead-of-time rollout libraries, the whole rollout as one "
-            "autograd node"
-            if self.chained
-            else "ahead-of-time library",
-            "compiled": "torch.compile",
-            "eager": "eager",
-        }[self.path]
+        what = _PATH_NAMES[self.path]
+        if self.chained:
+            what = "ahead-of-time rollout libraries, the whole rollout as one autograd node"
         text = f"{self.kind}: {what} ({self.reason}){_where(self)}"
         later = self.once_compiled()
         if later is not None:
             text += f". Once compiled: {str(later).split(': ', 1)[1]}"
         return text
+
+
+_PATH_NAMES = {
+    "ahead_of_time": "ahead-of-time library",
+    "compiled": "torch.compile",
+    "eager": "eager",
+}
 
 
 def _where(route: Route) -> str:
