@@ -231,6 +231,8 @@ def policy_rollout(
         compile_physics: call ``scene.step(state, action, compile=True)`` (a `diffcam.Scene`
             then steps through `physics.compiled_step`); False steps a `diffcam.Scene` eagerly
             (``compile=False``, not its default path's switch to compiled after many steps).
+            `physics.dispatch` decides the path from that request:
+            ``scene.explain("step", action=..., compile=compile_physics)`` says which.
         observation_gradient: False observes a detached state: the loss still reaches the
             policy's parameters through every action and the physics, but not the state
             through the observation (the renderer), so the closed loop carries no gradient.
@@ -245,13 +247,14 @@ def policy_rollout(
         raise ValueError(f"steps ({steps}) must be a multiple of control_every ({control_every})")
     state = scene.initial_state() if state is None else state
     control_steps = steps // control_every
-    step_options = {"compile": True} if compile_physics else {}
     from .scene import Scene
 
-    if not compile_physics and isinstance(scene, Scene):
-        # eager as asked, not the scene's default path, which turns compiled after a number
-        # of steps: a run (and its resume) then steps the same way throughout
-        step_options = {"compile": False}
+    # The request, stated to the scene (whose `step` asks `physics.dispatch` for the path):
+    # compile_physics=False is eager, not the scene's default path, which turns compiled
+    # after a number of steps, so that a run (and its resume) steps the same way throughout.
+    # Anything else with a ``step(state, action)`` is asked only for compiled steps.
+    explicit = compile_physics or isinstance(scene, Scene)
+    step_options = {"compile": bool(compile_physics)} if explicit else {}
 
     def run(*tensors, count: int, has_memory: bool):
         current = physics.State(*tensors[:4])

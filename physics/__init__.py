@@ -4,6 +4,7 @@ world = physics.build_world(physics.WorldSpec(bodies=[...], joints=[...]), batch
 state = physics.initial_state(world)
 state = physics.step(world, state, action)
 trajectory = physics.rollout(world, state, steps, policy=..., checkpoint_every=k)
+print(physics.explain(world, state, steps=steps, actions=actions, compile=True))  # which path, why
 
 The names below are the engine's public face. The solver's parts stay in their modules
 (`physics.joints`: joint frames and rows; `physics.contacts`: `find_contacts`; `physics.math3d`;
@@ -13,8 +14,10 @@ The names below are the engine's public face. The solver's parts stay in their m
 
 from .articulated import ReducedCoordinatesError
 from .build import build_world
+from .dispatch import Route, Tier, explain, last_route
 from .interpolate import states_at
 from .joints import joint_positions
+from .notices import Fallback, fallbacks
 from .rollouts import (
     SimulationError,
     compiled_step,
@@ -43,6 +46,13 @@ __all__ = [
     "rollout",
     "states_at",
     "joint_positions",
+    # which path a call runs: eager, torch.compile or ahead of time
+    "explain",
+    "last_route",
+    "fallbacks",
+    "Route",
+    "Tier",
+    "Fallback",
     # backpropagation through time
     "decay_gradient",
     "decay_state_gradient",

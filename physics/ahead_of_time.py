@@ -19,7 +19,9 @@ system's temporary directory), keyed by the world's structure, the inputs' shape
 options, the physics package's source and the torch version: another process traces the step
 again but loads the library instead of compiling it. A failure to export or build the step
 falls back to torch.compile (`compiled_step`), one of its VJP to an eager backward, each with
-a warning.
+a warning and a record (`physics.notices`); the first build of a structure in a process is
+announced (`physics.notices.announce_build`). Which calls come here is `physics.dispatch`'s
+decision.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 import torch
 from torch.autograd.function import once_differentiable
 
+from . import notices
 from .articulated.unrolled import WORLD_FIELDS, unrolled_step, unrolled_vjp
 from .math3d import tracing_for_compilation
 from .state import State
@@ -104,8 +107,11 @@ class Program:
     threads; for smaller ones, single-threaded (starting the threads for each loop costs more
     than they save)."""
 
-    def __init__(self, key: str, traces: Traces, inputs: list[Tensor], batched: list[bool]):
+    def __init__(
+        self, key: str, traces: Traces, inputs: list[Tensor], batched: list[bool], label: str = ""
+    ):
         self.key = key
+        self.label = label or f"the world structure {key}"  # `notices.StructureId.label`
         self._traces = traces
         # the first batch entry is all that tracing needs (`_example`)
         self._inputs = [
@@ -120,6 +126,22 @@ class Program:
         threaded = inputs[len(WORLD_FIELDS)].shape[0] >= THREADED_BATCH
         return self._forwards[threaded](inputs)
 
+    def status(self, batch: int) -> str:
+        """The forward build for batches of this size: "ready" (built or loaded in this
+        process), "failed" or "untried" (neither yet: the disk cache is not looked at)."""
+        threaded = batch >= THREADED_BATCH
+        if threaded not in self._forwards:
+            return "untried"
+        return "failed" if self._forwards[threaded] is None else "ready"
+
+    def library_status(self, names: tuple[str, ...], threaded: bool) -> str:
+        """`status` of the libraries ``names`` (`library`) of one kind of batch together:
+        "failed" if any failed, "ready" if all are there, else "untried"."""
+        found = [self._libraries.get((name, threaded), "untried") for name in names]
+        if any(f is None for f in found):
+            return "failed"
+        return "untried" if "untried" in found else "ready"
+
     def serves(self, batch: int) -> bool:
         """Whether the forward build for batches of this size is there, built now if need be
         (a failed build is remembered, with a warning: those batches take torch.compile)."""
@@ -128,10 +150,14 @@ class Program:
             try:
                 self._forward_build(threaded)
             except Exception as error:  # noqa: BLE001 - any failure falls back to torch.compile
-                log.warning("the reduced step could not be built ahead of time for batches %s "
-                            "%d (%s: %s); those step through torch.compile instead",
-                            ">=" if threaded else "<", THREADED_BATCH, type(error).__name__,
-                            error)  # fmt: skip
+                sizes = f"{'>=' if threaded else '<'} {THREADED_BATCH}"
+                notices.fall_back(
+                    self.label, self.key, f"aot_build:{_kind(threaded)}",
+                    "ahead-of-time step", "torch.compile",
+                    f"the reduced step could not be built ahead of time for batches {sizes} "
+                    f"({type(error).__name__}: {error}); those step through torch.compile "
+                    "instead",
+                )  # fmt: skip
                 self._forwards[threaded] = None
         return self._forwards[threaded] is not None
 
@@ -154,8 +180,12 @@ class Program:
                     lambda: _export_vjp(self._traces.vjp, example, self.batched),
                 )
             except Exception as error:  # noqa: BLE001 - any failure falls back to eager
-                log.warning("the reduced step's VJP could not be built ahead of time (%s: %s); "
-                            "its backward runs eagerly", type(error).__name__, error)  # fmt: skip
+                notices.fall_back(
+                    self.label, self.key, f"aot_vjp:{_kind(threaded)}",
+                    "ahead-of-time backward", "eager backward",
+                    f"the reduced step's VJP could not be built ahead of time "
+                    f"({type(error).__name__}: {error}); its backward runs eagerly",
+                )  # fmt: skip
                 # the same trace, run eagerly
                 self._vjps[threaded] = lambda inputs: list(self._traces.vjp(*inputs))
         return self._vjps[threaded](inputs)
@@ -176,9 +206,13 @@ class Program:
                     lambda: _export_traced(trace, inputs, axes, through_make_fx),
                 )
             except Exception as error:  # noqa: BLE001 - any failure falls back
-                log.warning("the reduced rollout's %r could not be built ahead of time (%s: %s); "
-                            "%s", name, type(error).__name__, error,
-                            "it runs eagerly" if eager_fallback else "rollouts take single steps")  # fmt: skip
+                then = "it runs eagerly" if eager_fallback else "rollouts take single steps"
+                notices.fall_back(
+                    self.label, self.key, f"rollout_library:{name}:{_kind(threaded)}",
+                    "ahead-of-time rollout", "eager" if eager_fallback else "single steps",
+                    f"the reduced rollout's {name!r} could not be built ahead of time "
+                    f"({type(error).__name__}: {error}); {then}",
+                )  # fmt: skip
                 built = (lambda inputs: list(trace(*inputs))) if eager_fallback else None
             self._libraries[name, threaded] = built
         return self._libraries[name, threaded]
@@ -226,23 +260,59 @@ def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State
     """`reduced_step` through the world structure's `Program`, or None where it does not
     serve: a batch of one, forward-mode AD or a functorch transform (the libraries see plain
     tensors), a world whose own tensors require grad (with grad enabled: the program gives
-    them no gradient), or a structure whose export or build failed."""
+    them no gradient), or a structure whose export or build failed. (`compiled_step` asks
+    `physics.dispatch` first and calls `lookup_step` and `run_step` itself.)"""
+    if state.position.shape[0] < 2 or not plain_reverse_mode():
+        return None
+    found = lookup_step(world, state, action)
+    if found is None or (found.world_grad and torch.is_grad_enabled()):
+        return None
+    return run_step(found, state)
+
+
+@dataclasses.dataclass(frozen=True)
+class Lookup:
+    """What stepping a world through its `Program` takes: the program (None if it could not
+    be made), the world's tensor fields the step reads (`WORLD_FIELDS`, contiguous), whether
+    any of them requires grad, and the action (B, A) (per world; None for a world without
+    actuators)."""
+
+    program: Program | None
+    world_inputs: list[Tensor]
+    world_grad: bool
+    action: Tensor | None
+
+
+def lookup_step(world: World, state: State, action: Tensor | None) -> Lookup | None:
+    """The `Lookup` for stepping ``world`` from ``state`` (B, N, ...) with ``action`` (B|1, A),
+    building nothing, or None where no program applies: maximal coordinates, a batch below
+    2, no action for a world with actuators (the step's own error)."""
     batch = state.position.shape[0]
-    if batch < 2 or not plain_reverse_mode():
+    if world.structure.tree is None or batch < 2:
         return None
     if world.actuator_names and action is None:
-        return None  # the step's own error (no action for a world with actuators)
+        return None
     action = per_world(action, batch, dim=2) if world.actuator_names else None
     program, world_inputs, world_grad = lookup_program(world, state, action)
-    if program is None or (world_grad and torch.is_grad_enabled()) or not program.serves(batch):
+    return Lookup(program, world_inputs, world_grad, action)
+
+
+def run_step(found: Lookup, state: State) -> State | None:
+    """One step from ``state`` through ``found.program`` (its forward for this batch built or
+    loaded now if need be; a `_Step` node when gradients flow), or None if there is no
+    program or that build failed. The caller checked that the world's tensors need no
+    gradient."""
+    batch = state.position.shape[0]
+    program = found.program
+    if program is None or not program.serves(batch):
         return None
     inputs = [t.contiguous() for t in state.tensors()]
-    if action is not None:
-        inputs.append(action.contiguous())
+    if found.action is not None:
+        inputs.append(found.action.contiguous())
     if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
-        outputs = _Step.apply(program, world_inputs, *inputs)
+        outputs = _Step.apply(program, found.world_inputs, *inputs)
     else:
-        outputs = program.forward([*world_inputs, *inputs])
+        outputs = program.forward([*found.world_inputs, *inputs])
     return State(*outputs)
 
 
@@ -349,14 +419,24 @@ def _signature(world: World, inputs: list[Tensor], batched: list[bool]) -> tuple
 
 def _program(world: World, inputs: list[Tensor], batched: list[bool], signature) -> Program | None:
     key = _key(signature)
+    label = notices.structure_of(world).label
+    _LABELS[key] = label
     try:
-        log.info("building the reduced step ahead of time (AOTInductor), key %s", key)
+        log.info("the reduced step's program (AOTInductor), key %s: its libraries are built or "
+                 "loaded on first use", key)  # fmt: skip
         return Program(key, _traces(world, len(inputs) > len(WORLD_FIELDS) + _STATE_TENSORS),
-                       inputs, batched)  # fmt: skip
+                       inputs, batched, label)  # fmt: skip
     except Exception as error:  # noqa: BLE001 - any failure falls back to torch.compile
-        log.warning("the reduced step could not be built ahead of time (%s: %s); stepping "
-                    "through torch.compile instead", type(error).__name__, error)  # fmt: skip
+        notices.fall_back(
+            label, key, "aot_program", "ahead-of-time step", "torch.compile",
+            f"the reduced step could not be built ahead of time ({type(error).__name__}: "
+            f"{error}); stepping through torch.compile instead",
+        )  # fmt: skip
         return None
+
+
+#: Each program key's structure label (`notices.StructureId.label`), for the build notice.
+_LABELS: dict[str, str] = {}
 
 
 def _traces(world: World, with_action: bool) -> Traces:
@@ -472,6 +552,14 @@ def _build(key: str, export: Callable) -> Callable[[list[Tensor]], list[Tensor]]
         if path.exists():
             LOADED.append(path.name)
         else:
+            structure = key.split("-", 1)[0]  # the program's key
+            notices.announce_build(
+                structure,
+                f"physics: building the reduced step of {_LABELS.get(structure, 'a world')} "
+                "ahead of time (AOTInductor: the step, its backward and a rollout's libraries, "
+                f"each when first needed), {notices.BUILD_COST}; kept in {cache_dir()} "
+                "(DIFFCAM_CACHE_DIR) for later processes",
+            )
             partial = path.with_name(f"{path.stem}.{os.getpid()}.partial.pt2")
             torch._inductor.aoti_compile_and_package(
                 export(),

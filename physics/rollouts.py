@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 from collections.abc import Callable
 
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from .ahead_of_time import aot_reduced_step
+from . import dispatch, notices
+from .ahead_of_time import run_step
 from .aot_rollout import aot_reduced_rollout
 from .articulated import reduced_step
 from .state import State
@@ -117,7 +120,8 @@ def uniform_grad_flags(world: World, state: State, action: Tensor | None = None)
 
 
 def compiled_step(dtype: torch.dtype, ahead_of_time: bool = True) -> Callable:
-    """`step` compiled, made once per dtype and reused.
+    """`step` compiled, made once per dtype and reused; `physics.dispatch` decides each call's
+    path (`physics.explain` says which and why, `physics.last_route` which it took).
 
     Worlds in reduced coordinates (batches of 2 and more) step through `physics.ahead_of_time`
     (with ``ahead_of_time``, the default): the step built by AOTInductor into a library whose
@@ -137,10 +141,13 @@ def compiled_step(dtype: torch.dtype, ahead_of_time: bool = True) -> Callable:
 
     Eager `step` stays the reference; the tests check both paths agree. Worlds whose own
     tensors require grad (system identification) step eagerly in reduced coordinates, since
-    Inductor's code got their gradients wrong (torch 2.13).
+    Inductor's code got their gradients wrong (torch 2.13): a fallback, warned once per world
+    structure (`physics.fallbacks`). The first torch.compile of a world structure in a process
+    is announced (`physics.notices.announce_build`).
     """
     key = (dtype, ahead_of_time)
     if key not in _COMPILED:
+        _watch_dynamo()
         # dynamic=False: no size becomes dynamic but the batch axis `mark_batch_dynamic` marks.
         # With Dynamo's automatic dynamic shapes a second world structure (say 2 bodies, then
         # 7) recompiled with the body count symbolic, and that graph of the reduced step gave
@@ -149,24 +156,97 @@ def compiled_step(dtype: torch.dtype, ahead_of_time: bool = True) -> Callable:
         reduced = torch.compile(reduced_step, dynamic=False, backend=_inductor_recomputing_backward)
 
         def compiled(world: World, state: State, action: Tensor | None = None) -> State:
-            through_compile = maximal
-            if world.structure.tree is not None:
-                if ahead_of_time:  # None where it does not serve (world tensors with grad...)
-                    stepped = aot_reduced_step(world, state, action)
-                    if stepped is not None:
-                        return stepped
-                if torch.is_grad_enabled() and _world_requires_grad(world):
-                    # Inductor's reduced step gave wrong gradients to the world's own tensors
-                    # (masses; torch 2.13) while the state's were right: differentiating
-                    # the model's parameters takes the eager step
-                    return reduced_step(world, state, action)
-                through_compile = reduced
-            state = uniform_grad_flags(world, state, action)
-            mark_batch_dynamic(world, state, action)
-            return through_compile(world, state, action)
+            route, found = dispatch.plan(
+                world, state, action, requested=True, ahead_of_time=ahead_of_time
+            )
+            if route.path == "ahead_of_time":
+                stepped = run_step(found, state)
+                if stepped is not None:
+                    dispatch.record(route)
+                    return stepped
+                # its build failed just now (warned and recorded by physics.ahead_of_time)
+                route = dispatch.decide(dataclasses.replace(route.facts, step_build="failed"))
+            dispatch.record(route)
+            if route.cause == "world_grad":
+                _world_grad_fallback(world, route)
+                return reduced_step(world, state, action)
+            through_compile = maximal if route.formulation == "maximal" else reduced
+            return _through_compile(through_compile, world, state, action, route)
 
         _COMPILED[key] = compiled
     return _COMPILED[key]
+
+
+def _world_grad_fallback(world: World, route: dispatch.Route) -> None:
+    """Warn once per world structure that gradients to its tensors make `compiled_step` step
+    it eagerly, and record it."""
+    structure = notices.structure_of(world)
+    notices.fall_back(
+        structure.label, structure.key, "world_grad", "compiled step", "eager",
+        f"physics: gradients to the world's tensors ({', '.join(route.facts.world_grad)}) of "
+        f"{structure.label}: compiled_step steps it eagerly (Inductor's reduced step got them "
+        "wrong, torch 2.13; the ahead-of-time libraries give them none)",
+    )  # fmt: skip
+
+
+def _through_compile(
+    compiled: Callable, world: World, state: State, action: Tensor | None, route: dispatch.Route
+) -> State:
+    """``compiled(world, state, action)`` (a torch.compile'd step): the first compile of the
+    world's structure announced; Dynamo refusing it (its recompile limit: it then runs the
+    step eagerly) warned once per structure and grad mode, recorded, and the route taken
+    recorded as eager."""
+    structure = notices.structure_of(world)
+    if not notices.announced(structure.key):
+        notices.announce_build(
+            structure.key,
+            f"physics: compiling the {route.formulation} step of {structure.label} with "
+            f"torch.compile, {notices.BUILD_COST} and grad mode; Inductor keeps its code in "
+            f"{route.cache_dir} (TORCHINDUCTOR_CACHE_DIR), so a later process pays only the "
+            "tracing",
+        )
+    state = uniform_grad_flags(world, state, action)
+    mark_batch_dynamic(world, state, action)
+    refused = _REFUSALS.count
+    stepped = compiled(world, state, action)
+    if _REFUSALS.count != refused:
+        grad = torch.is_grad_enabled()
+        notices.fall_back(
+            structure.label, structure.key, dispatch.refusal(grad), "torch.compile", "eager",
+            f"physics: Dynamo's recompile limit was reached for {structure.label} "
+            f"({'with' if grad else 'without'} grad): torch.compile steps it eagerly (the "
+            "limit counts graphs per step function: world structures, grad modes, B = 1)",
+        )  # fmt: skip
+        dispatch.record(dataclasses.replace(
+            route, path="eager", cause="recompile_limit",
+            reason=f"{route.reason}; Dynamo's recompile limit was reached: torch.compile ran "
+            "it eagerly",
+        ))  # fmt: skip
+    return stepped
+
+
+class _Refusals(logging.Filter):
+    """Counts Dynamo's "hit config.recompile_limit" records (it then runs the function
+    eagerly); lets every record through."""
+
+    count = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith("torch._dynamo hit config."):
+            self.count += 1
+        return True
+
+
+_REFUSALS = _Refusals()
+#: The logger Dynamo reports its recompile limit on.
+DYNAMO_LOGGER = "torch._dynamo.convert_frame"
+
+
+def _watch_dynamo() -> None:
+    """Count Dynamo's recompile-limit records (`_REFUSALS`), once per process."""
+    logger = logging.getLogger(DYNAMO_LOGGER)
+    if _REFUSALS not in logger.filters:
+        logger.addFilter(_REFUSALS)
 
 
 def rollout(
@@ -178,7 +258,8 @@ def rollout(
     checkpoint_every: int | None = None,
     gradient_decay: float = 1.0,
     check_finite: bool = True,
-    compile: bool = False,
+    compile: bool | None = False,
+    tier: dispatch.Tier | None = None,
 ) -> State:
     """Simulate ``steps`` steps and return the whole trajectory.
 
@@ -200,7 +281,10 @@ def rollout(
             (`aot_rollout.aot_reduced_rollout`): the same values and gradients with less
             per-step work (`aot_rollout`: it steps in joint coordinates); its backward keeps
             the joint coordinates and velocities after each step, so ``checkpoint_every`` has
-            nothing left to save there.
+            nothing left to save there. None: the caller's ``tier`` chooses (a
+            `physics.dispatch.Tier`: eager until compiling pays). `physics.explain` says which
+            path a call takes and why; `physics.dispatch` decides it.
+        tier: the caller's `physics.dispatch.Tier`, for ``compile=None``.
 
     Returns:
         A State with a leading time axis: (steps + 1, B, N, ...), index 0 the initial state.
@@ -215,15 +299,21 @@ def rollout(
             )
         actions = actions[:steps]
 
-    if compile and policy is None and world.structure.tree is not None:
+    route, _ = dispatch.plan(world, state, steps=steps, policy=policy, actions=actions,
+                             requested=compile, tier=tier)  # fmt: skip
+    if route.chained:
         # a fixed action sequence in reduced coordinates: the whole rollout as one node
         # through the step built ahead of time (its memory is the trajectory's, as with
-        # checkpointing every step), where that serves
+        # checkpointing every step)
         trajectory = aot_reduced_rollout(world, state, steps, actions, gradient_decay)
         if trajectory is not None:
+            dispatch.record(route)
             if check_finite:
                 assert_finite(world, trajectory)
             return trajectory
+        # its libraries failed to build just now (warned and recorded there): single steps
+        route = dispatch.decide(dataclasses.replace(route.facts, rollout_build="failed"))
+    dispatch.record(route)
 
     # One unbind, not an index per step: its backward stacks the per-step gradients once,
     # where each index's backward would fill a zero tensor of the whole sequence.
@@ -234,7 +324,7 @@ def rollout(
             return policy(current, t)
         return None if per_step is None else per_step[t]
 
-    step_fn = compiled_step(world.dtype) if compile else step
+    step_fn = compiled_step(world.dtype) if route.compile else step
 
     def advance(current: State, start: int, count: int) -> list[State]:
         out = []
@@ -262,6 +352,15 @@ def rollout(
             states += advance(states[-1], start, count)
         start += count
     trajectory = State.stack(states)
+    taken = dispatch.last_route()
+    if taken is not route and taken is not None and taken.path != route.path:
+        # its compiled steps took another path (a fallback): the rollout took theirs
+        dispatch.record(dataclasses.replace(
+            route, path=taken.path, cause=taken.cause,
+            reason=f"{route.reason}; its steps took: {taken.reason}",
+        ))  # fmt: skip
+    else:
+        dispatch.record(route)
     if check_finite:
         assert_finite(world, trajectory)
     return trajectory

@@ -30,6 +30,16 @@ def device(request) -> torch.device:
     return torch.device(request.param)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_physics_notices(monkeypatch):
+    """Each test its own first-build notices and fallbacks (`physics.notices`, once per
+    process otherwise): a test that makes a build fail sees its own warning."""
+    from physics import notices
+
+    monkeypatch.setattr(notices, "_FALLBACKS", {})
+    monkeypatch.setattr(notices, "_ANNOUNCED", set())
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("compile") is not None:

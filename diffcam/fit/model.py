@@ -22,7 +22,6 @@ from typing import Any
 
 import torch
 
-from ..autodiff import plain_autograd
 from ..formation import ImageModel, body_windows, render_video
 from ..renderer.api import DEFAULT_EDGE_SOFTNESS
 
@@ -40,13 +39,14 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class PhysicsTier:
-    """When a fit's rollouts without gradients step compiled (``physics.rollout(...,
-    compile=True)``, the ahead-of-time libraries of a tree in joint coordinates) instead of
-    eagerly: a ski rental in seconds. Compiled stepping costs a build (about
-    ``build_seconds`` here, once per world structure, then on disk for every later process)
-    and is then many times faster, so rollouts step eagerly until they have cost about what a
-    build costs, or compiled from the start where the libraries are already on disk
-    (`physics.ahead_of_time.on_disk`). Models in maximal coordinates (contacts) stay eager:
+    """When a fit's rollouts step compiled (``physics.rollout(..., compile=True)``, the
+    ahead-of-time libraries of a tree in joint coordinates) instead of eagerly: a ski rental
+    in seconds, given to `physics.dispatch` as a `physics.Tier` (`tier`), which decides.
+    Compiled stepping costs a build (about ``build_seconds`` here, once per world structure,
+    then on disk for every later process) and is then many times faster, so rollouts step
+    eagerly until they have cost about what a build costs, or compiled from the start where
+    the libraries are already on disk (`physics.ahead_of_time.on_disk`). Rollouts that
+    gradients flow through step eagerly, and so do models in maximal coordinates (contacts):
     torch.compile's build of their step took minutes. One tier is shared by every fit of a
     process.
 
@@ -59,28 +59,45 @@ class PhysicsTier:
     eager_seconds: float = 0.0
     announced: bool = False
 
-    def compiles(self, world, state, actions) -> bool:
-        """Whether a rollout of ``world`` from ``state`` (B worlds) under ``actions`` (steps,
-        B, A) or None, without gradients, steps compiled."""
+    def tier(self, world, state, actions):
+        """This tier's `physics.Tier` for a rollout of ``world`` from ``state`` (B worlds)
+        under ``actions`` (steps, B, A) or None: ready when the rollout's libraries (without
+        gradients) are on disk."""
         import physics.ahead_of_time
 
-        if world.structure.tree is None:
-            # maximal coordinates (contacts): torch.compile's build of the step can take many
-            # minutes and is not known to be on disk: eager unless asked for
-            return False
         action = None if actions is None or len(actions) == 0 else actions[0]
-        if physics.ahead_of_time.on_disk(world, state, action, False, rollout=True):
-            return True
-        if self.eager_seconds < self.build_seconds:
-            return False
-        if not self.announced:
+        ready = world.structure.tree is not None and physics.ahead_of_time.on_disk(
+            world, state, action, False, rollout=True
+        )
+        return physics.Tier(
+            "the fit's PhysicsTier", self.eager_seconds, self.build_seconds, "s", ready=ready,
+            shortcut=", or at once when the libraries are on disk", eager_with_gradients=True,
+            reduced_only=True,
+        )  # fmt: skip
+
+    def route(self, world, state, steps: int, actions):
+        """The `physics.Route` of a fit's rollout of ``steps`` steps (`physics.dispatch`
+        decides, with `tier`), and the tier; says once when it switches to compiled."""
+        import physics.dispatch
+
+        tier = self.tier(world, state, actions)
+        facts = physics.dispatch.rollout_facts(
+            world, state, steps, actions=actions, requested=None, tier=tier
+        )
+        route = physics.dispatch.decide(facts)
+        if route.compile and not tier.ready and not self.announced:
             log.warning(
                 "fit: rollouts have stepped eagerly for %.0f s; from now on they step compiled "
-                "(a first build of this model's compiled physics takes about a minute and is "
-                "kept on disk, DIFFCAM_CACHE_DIR, for later runs)", self.eager_seconds,
+                "(physics.last_route() says how)", self.eager_seconds,
             )  # fmt: skip
             self.announced = True
-        return True
+        return route, tier
+
+    def compiles(self, world, state, actions) -> bool:
+        """Whether a rollout of ``world`` from ``state`` (B worlds) under ``actions`` (steps,
+        B, A) or None steps compiled (`route`)."""
+        steps = 1 if actions is None else max(len(actions), 1)
+        return self.route(world, state, steps, actions)[0].compile
 
 
 PHYSICS_TIER = PhysicsTier()
@@ -189,6 +206,39 @@ class VideoModel:
         scene = self.scene.with_overrides(overrides, batch_size=batch)
         if not simulate:
             return Built(scene, None, self.image_model.replace(**image))
+        state, steps, actions = self._rollout_inputs(scene, offsets, batch, horizon)
+        compile, tier = self.compile_physics, None
+        if compile is None:  # the default path: eager, or compiled when it pays (PhysicsTier)
+            route, tier = PHYSICS_TIER.route(scene.world, state, steps, actions)
+            compiled = route.compile
+        else:
+            compiled = compile
+        start = time.perf_counter()
+        trajectory = physics.rollout(
+            scene.world, state, steps, actions=actions, compile=compile, tier=tier
+        )
+        if not compiled:
+            PHYSICS_TIER.eager_seconds += time.perf_counter() - start
+        return Built(scene, trajectory, self.image_model.replace(**image))
+
+    def explain(
+        self, values: Mapping[str, torch.Tensor], batch: int = 1, horizon: int | None = None
+    ):
+        """Which path `build`'s rollout with these values takes now, and why: a
+        `physics.Route` (``str(route)`` is the sentence; `physics.explain`). Builds nothing."""
+        import physics
+
+        overrides, _, offsets = self.route(values, batch)
+        scene = self.scene.with_overrides(overrides, batch_size=batch)
+        state, steps, actions = self._rollout_inputs(scene, offsets, batch, horizon)
+        tier = None if self.compile_physics is not None else PHYSICS_TIER.tier(
+            scene.world, state, actions)  # fmt: skip
+        return physics.explain(scene.world, state, steps=steps, actions=actions,
+                               compile=self.compile_physics, tier=tier)  # fmt: skip
+
+    def _rollout_inputs(self, scene, offsets: dict, batch: int, horizon: int | None):
+        """The rollout's initial state (with the initial-state offsets), its steps (covering
+        the frames [0, horizon), default all) and its actions (steps, B, A) or None."""
         state = scene.initial_state()
         if POSITION_OFFSET in offsets:
             state = state.replace(position=state.position + offsets[POSITION_OFFSET] * self.dynamic)
@@ -203,20 +253,7 @@ class VideoModel:
         actions = self.actions
         if actions is not None:
             actions = actions[:steps, None, :].expand(steps, batch, actions.shape[-1])
-        compile = self.compile_physics
-        if compile is None:  # the default path: eager, or compiled when it pays (PhysicsTier)
-            grad = torch.is_grad_enabled() and any(
-                isinstance(t, torch.Tensor) and t.requires_grad
-                for t in (*state.tensors(), *vars(scene.world).values())
-            )  # fmt: skip
-            compile = not grad and plain_autograd() and PHYSICS_TIER.compiles(
-                scene.world, state, actions
-            )  # fmt: skip
-        start = time.perf_counter()
-        trajectory = physics.rollout(scene.world, state, steps, actions=actions, compile=compile)
-        if not compile:
-            PHYSICS_TIER.eager_seconds += time.perf_counter() - start
-        return Built(scene, trajectory, self.image_model.replace(**image))
+        return state, steps, actions
 
     def frames(self, built: Built, index, trajectory=None, windows=None, **render_kwargs):
         """(len(index), B, C, H, W) camera output at frames ``index`` (a slice or indices),

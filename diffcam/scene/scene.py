@@ -9,7 +9,6 @@ from typing import Any
 
 import torch
 
-from ..autodiff import plain_autograd
 from ..errors import SceneError
 from ..renderer.api import DEFAULT_EDGE_SOFTNESS
 from . import rendering
@@ -93,17 +92,20 @@ class Scene:
     def step(self, state, action=None, compile: bool | None = None):
         """One physics step; ``action`` (B, n_actuators) in `actuator_names` order, or None.
 
-        ``compile``: True steps through `physics.compiled_step` (torch.compile: one graph for
-        every batch size, kept in Inductor's on-disk cache across processes), False through
-        eager `physics.step`. None (the default) steps eagerly until this scene has stepped
+        ``compile``: True steps through `physics.compiled_step` (the libraries built ahead of
+        time for a reduced world with B >= 2, else torch.compile), False through eager
+        `physics.step`. None (the default) steps eagerly until this scene has stepped
         ``compile_after`` state-steps (batch size x steps, `step` and `rollout` together), then
-        compiled (see `compile_after`)."""
+        compiled (see `compile_after`). `physics.dispatch` decides; `explain` says which path
+        and why."""
         import physics
 
-        if compile is None:
-            compile = self._default_compile(state.position.shape[0], state, action)
-        if compile:
+        route, _ = self._route(state, action, compile=compile)
+        if route.cause == "warming_up":
+            self._warm(state.position.shape[0], state, action)
+        if route.compile:
             return physics.compiled_step(self.world.dtype)(self.world, state, action)
+        physics.dispatch.record(route)
         return physics.step(self.world, state, action)
 
     def rollout(self, steps: int, policy: Callable | None = None, state=None, **kwargs):
@@ -120,12 +122,45 @@ class Scene:
             state = self.initial_state()
         if kwargs.get("compile") is None:
             actions = kwargs.get("actions")
-            action = None if actions is None or len(actions) == 0 else actions[0]
-            state_steps = state.position.shape[0] * int(steps)
-            # a rollout under an action sequence runs libraries of its own
-            chained = policy is None and (actions is not None or not self.n_actuators)
-            kwargs["compile"] = self._default_compile(state_steps, state, action, chained)
+            route, tier = self._route(
+                state, steps=steps, policy=policy, actions=actions, compile=None
+            )
+            if route.cause == "warming_up":
+                action = None if actions is None or len(actions) == 0 else actions[0]
+                # a rollout under an action sequence runs libraries of its own
+                chained = policy is None and (actions is not None or not self.n_actuators)
+                self._warm(state.position.shape[0] * int(steps), state, action, chained)
+            kwargs.update(compile=None, tier=tier)  # physics.rollout decides the same
         return physics.rollout(self.world, state, steps, policy=policy, **kwargs)
+
+    def explain(
+        self,
+        kind: str = "step",
+        *,
+        state=None,
+        action=None,
+        steps: int = 1,
+        actions=None,
+        policy: Callable | None = None,
+        compile: bool | None = None,
+    ):
+        """Which path `step` (``kind="step"``, with ``action`` (B, n_actuators)) or `rollout`
+        (``kind="rollout"``: ``steps`` steps under ``actions`` (steps, B, n_actuators) or
+        ``policy``) takes now from ``state`` (default: the initial state), and why: a
+        `physics.Route`, whose ``str`` is the sentence (`physics.explain`, with this scene's
+        ``compile_after`` tier for ``compile=None``). Changes nothing, builds nothing."""
+        import physics
+
+        if kind not in ("step", "rollout"):
+            raise ValueError(f"explain: kind is 'step' or 'rollout', got {kind!r}")
+        state = self.initial_state() if state is None else state
+        tier = self._tier() if compile is None else None
+        if kind == "step":
+            return physics.explain(self.world, state, action, compile=compile, tier=tier)
+        if actions is not None:
+            steps = actions.shape[0]
+        return physics.explain(self.world, state, steps=steps, actions=actions, policy=policy,
+                               compile=compile, tier=tier)  # fmt: skip
 
     #: State-steps (batch size x steps) a scene steps eagerly on the default path (``compile``
     #: None) before it compiles: None never compiles by default, 0 compiles from the first step.
@@ -147,21 +182,44 @@ class Scene:
     def _threshold(self) -> float:
         return float("inf") if self.compile_after is None else self.compile_after
 
-    def _default_compile(self, state_steps: int, state, action, chained: bool = False) -> bool:
-        """The default path's choice for ``state_steps`` more state-steps from ``state`` with
-        actions like ``action`` (B, A) or None (and their count); ``chained``: a rollout
-        under an action sequence (`physics.aot_rollout`)."""
-        if not plain_autograd():  # the compiled step serves plain reverse mode only
-            return False
-        if self.compiling:
-            return True
+    def _tier(self):
+        """The default path's `physics.Tier`: ``compile_after`` state-steps, a tenth of them
+        where the libraries are on disk."""
+        import physics
+
+        price = self._threshold()
+        shortcut = "" if self.compile_after is None else (
+            f", or past {price / 10:,.0f} when the libraries are on disk")  # fmt: skip
+        return physics.Tier(
+            "Scene.compile_after", self._eager_state_steps, price, "state-steps",
+            ready=self._compile_now, shortcut=shortcut,
+        )  # fmt: skip
+
+    def _route(self, state, action=None, *, steps=None, policy=None, actions=None, compile=None):
+        """The `physics.Route` of a step (``steps`` None) or a rollout from ``state``, and the
+        tier it was decided with (None unless ``compile`` is None); records nothing. Whether
+        it compiles and why it stays eager are all it says: the builds are not looked up
+        (the compiled entry points decide their path again)."""
+        import physics.dispatch
+
+        tier = self._tier() if compile is None else None
+        route, _ = physics.dispatch.plan(
+            self.world, state, action, steps=steps, policy=policy, actions=actions,
+            requested=compile, tier=tier, look_up=False,
+        )  # fmt: skip
+        return route, tier
+
+    def _warm(self, state_steps: int, state, action, chained: bool = False) -> None:
+        """Count ``state_steps`` more eager state-steps of the default path, from ``state``
+        with actions like ``action`` (B, A) or None; past a tenth of ``compile_after``, ask
+        whether the compiled libraries are on disk; ``chained``: a rollout under an action
+        sequence (`physics.aot_rollout`)."""
         self._eager_state_steps += int(state_steps)
         if not self.compiling and self._eager_state_steps >= self._threshold() / 10:
             self._compile_now = self._libraries_on_disk(state, action, chained)
         if self.compiling:
             log.info("%s: compiling the physics step (the default path, see Scene.compile_after)",
                      self.path)  # fmt: skip
-        return False
 
     def _libraries_on_disk(self, state, action, chained: bool) -> bool:
         """Whether the compiled step's (``chained``: rollout's) libraries for this batch and

@@ -99,7 +99,7 @@ def test_a_rollout_is_one_node_with_the_eager_values_and_gradients(decay, action
     actions = torch.linspace(-2.0, 1.0, 6 * action_batch).view(6, action_batch, 1)
     with caplog.at_level(logging.WARNING, logger="physics"):
         built, *built_grads = _rollout_grads(world, actions, decay, compile=True)
-    assert not caplog.records, caplog.text
+    assert physics.fallbacks() == [], caplog.text  # (a first build's notice may be there)
     assert type(built.position.grad_fn).__name__ == "_RolloutBackward"
     eager, *eager_grads = _rollout_grads(world, actions, decay, compile=False)
     _assert_same(built, built_grads, eager, eager_grads)
@@ -218,7 +218,7 @@ def test_a_failed_export_falls_back_with_a_warning(monkeypatch, caplog, tmp_path
     monkeypatch.setattr(ahead_of_time, "_PROGRAMS", {})
     monkeypatch.setattr(ahead_of_time, "_export", broken)
     world = _world(2, dtype=torch.float64)
-    with caplog.at_level(logging.WARNING, logger="physics.ahead_of_time"):
+    with caplog.at_level(logging.WARNING, logger="physics"):
         stepped = ahead_of_time.aot_reduced_step(
             world, physics.initial_state(world), torch.zeros(2, 1, dtype=torch.float64)
         )
@@ -242,7 +242,7 @@ def test_a_failed_rollout_build_falls_back_with_a_warning(failing, monkeypatch, 
     monkeypatch.setattr(ahead_of_time, "_build", fails)
     world = _world(3)
     actions = torch.linspace(-2.0, 1.0, 18).view(6, 3, 1)
-    with caplog.at_level(logging.WARNING, logger="physics.ahead_of_time"):
+    with caplog.at_level(logging.WARNING, logger="physics"):
         built, *built_grads = _rollout_grads(world, actions, 1.0, compile=True)
     assert f"rollout's {failing!r} could not be built" in caplog.text
     one_node = type(built.position.grad_fn).__name__ == "_RolloutBackward"
@@ -264,7 +264,7 @@ def test_a_failed_threaded_build_falls_back_for_large_batches_only(monkeypatch, 
     monkeypatch.setattr(ahead_of_time, "_PROGRAMS", {})
     monkeypatch.setattr(ahead_of_time, "_build", threaded_fails)
     small, large = ahead_of_time.THREADED_BATCH - 1, ahead_of_time.THREADED_BATCH
-    with caplog.at_level(logging.WARNING, logger="physics.ahead_of_time"):
+    with caplog.at_level(logging.WARNING, logger="physics"):
         for batch, served in ((small, True), (large, False), (small, True)):
             world = _world(batch)
             stepped = ahead_of_time.aot_reduced_step(
@@ -293,7 +293,7 @@ def test_a_failed_vjp_build_falls_back_to_eager_gradients(monkeypatch, caplog, t
     monkeypatch.setenv("DIFFCAM_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(ahead_of_time, "_PROGRAMS", {})
     monkeypatch.setattr(ahead_of_time, "_export_vjp", broken)
-    with caplog.at_level(logging.WARNING, logger="physics.ahead_of_time"):
+    with caplog.at_level(logging.WARNING, logger="physics"):
         _assert_matches_eager(3, steps=2)
     assert "RuntimeError: cannot trace the VJP" in caplog.text
 
