@@ -24,7 +24,7 @@ from .world import World
 
 Tensor = torch.Tensor
 
-_SIZE_COUNT = {"sphere": 1, "box": 3, "capsule": 2, "cylinder": 2, "plane": 2}
+_SIZE_COUNT = {"sphere": 1, "box": 3, "capsule": 2, "cylinder": 2, "plane": 2, "hull": 3}
 _JOINT_FIELDS = (
     "parent", "child", "anchor_parent", "anchor_child", "axis_parent", "axis_child", "ref_parent",
     "ref_child", "rest_rotation", "damping", "lower", "upper",

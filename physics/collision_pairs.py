@@ -18,10 +18,18 @@ _BOX_CORNERS = [(sx, sy, sz) for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 
 _CYLINDER_RIM = 8
 
 
-def _plane_points(shape: str) -> list[tuple[list[list[float]], list[float]]]:
+def _hull_scaled(body: Body) -> Tensor:
+    """A hull's points (K, 3) in units of its size: `size -> point` is diagonal."""
+    return torch.as_tensor(body.points, dtype=torch.float64).detach().cpu()
+
+
+def _plane_points(body: Body) -> list[tuple[list[list[float]], list[float]]]:
     """Points (as `size -> point` matrices) and radii (as `size -> radius` rows) a shape touches a
     plane with: a sphere its centre (radius r), a capsule its two end centres (radius r), a box
-    its 8 corners, a cylinder 8 points on each rim."""
+    its 8 corners, a cylinder 8 points on each rim, a hull its points."""
+    shape = body.shape
+    if shape == "hull":
+        return [(torch.diag(point).tolist(), [0, 0, 0]) for point in _hull_scaled(body)]
     if shape == "sphere":
         return [([[0, 0, 0], [0, 0, 0], [0, 0, 0]], [1, 0, 0])]
     if shape == "capsule":
@@ -52,11 +60,15 @@ def _segment(shape: str) -> tuple[list[list[float]], list[float]] | None:
     return None
 
 
-def _box_half(shape: str) -> list[list[float]] | None:
+def _box_half(body: Body) -> list[list[float]] | None:
     """``size -> half extents`` of the box a shape collides as with boxes, spheres and capsules:
     a box its own; a cylinder [r, length] the box [2r, 2r, length] around it (exact on its flat
     ends, which is what stacking needs, and on four lines of its side; up to r (sqrt 2 - 1)
-    too big between them)."""
+    too big between them); a hull the box centred on its centre of mass that bounds its points
+    (exact for a box-shaped hull)."""
+    shape = body.shape
+    if shape == "hull":
+        return torch.diag(_hull_scaled(body).abs().amax(0)).tolist()
     if shape == "box":
         return [[0.5, 0, 0], [0, 0.5, 0], [0, 0, 0.5]]
     if shape == "cylinder":
@@ -69,7 +81,7 @@ def _pair_kind(first: Body, second: Body) -> tuple[str, bool] | None:
     shapes = (first.shape, second.shape)
     if shapes.count("plane") == 1:
         return "plane", first.shape != "plane"
-    box = (_box_half(first.shape) is not None, _box_half(second.shape) is not None)
+    box = (_box_half(first) is not None, _box_half(second) is not None)
     segment = (_segment(first.shape) is not None, _segment(second.shape) is not None)
     if all(segment):
         return "segment", False
@@ -85,7 +97,7 @@ def _pair_kind(first: Body, second: Body) -> tuple[str, bool] | None:
 def _add_candidate(lists: dict, kind: str, a: int, body_a: Body, b: int, body_b: Body) -> None:
     """Append the pair (a, b) to the lists of its kind (a: the plane, the box, or either)."""
     if kind == "plane":
-        for point_map, radius_map in _plane_points(body_b.shape):
+        for point_map, radius_map in _plane_points(body_b):
             lists["plane_contact_plane"].append(a)
             lists["plane_contact_body"].append(b)
             lists["plane_contact_point_map"].append(point_map)
@@ -99,13 +111,13 @@ def _add_candidate(lists: dict, kind: str, a: int, body_a: Body, b: int, body_b:
     elif kind == "box":
         lists["box_contact_a"].append(a)
         lists["box_contact_b"].append(b)
-        lists["box_map_a"].append(_box_half(body_a.shape))
-        lists["box_map_b"].append(_box_half(body_b.shape))
+        lists["box_map_a"].append(_box_half(body_a))
+        lists["box_map_b"].append(_box_half(body_b))
     else:
         segment_map, radius_map = _segment(body_b.shape)
         lists["box_segment_box"].append(a)
         lists["box_segment_other"].append(b)
-        lists["box_segment_box_map"].append(_box_half(body_a.shape))
+        lists["box_segment_box_map"].append(_box_half(body_a))
         lists["box_segment_map"].append(segment_map)
         lists["box_segment_radius"].append(radius_map)
 
@@ -128,7 +140,7 @@ def contact_candidates(bodies: list[Body], joints: Sequence[Joint], dtype, devic
 
     Bodies joined by a joint never collide with each other; two static bodies never do; a body
     with ``collide = False`` never does. Supported: every shape against planes; sphere and
-    capsule against each other; box and cylinder (as a box, see `_box_half`) against each
+    capsule against each other; box, cylinder and hull (as boxes, see `_box_half`) against each
     other, against spheres and against capsules. Two planes never collide.
     """
     jointed = {frozenset((j.parent, j.child)) for j in joints}

@@ -29,6 +29,10 @@ from .world import World
 Tensor = torch.Tensor
 
 FAR = 1.0e3  # m: the distance of a padded (invalid) manifold slot
+# A hull meets a plane by its nearest few points in each step: the others near the plane
+# (the facets around a tessellated sphere's lowest vertex) would all be active rows that slow
+# the Jacobi sweeps to a crawl. Four, as a box-box manifold.
+HULL_PLANE_SLOTS = 4
 
 
 @dataclasses.dataclass
@@ -85,7 +89,25 @@ def _plane_part(world: World, position: Tensor, rotation: Tensor) -> tuple:
     normal = _take(rotation, plane)[..., :, 2]
     distance = (normal * (centre - _take(position, plane))).sum(-1) - radius
     point = centre - radius[..., None] * normal
-    return plane, body, normal, point, distance, None
+    rows = world.structure.hull_plane_rows
+    if rows is None:
+        return plane, body, normal, point, distance, None
+    valid = _nearest_hull_points(distance, rows)
+    return plane, body, normal, point, torch.where(valid, distance, FAR), valid
+
+
+def _nearest_hull_points(distance: Tensor, rows: Tensor) -> Tensor:
+    """(B, P) bool: every plane candidate that is not a hull's point, and of each hull-plane
+    pair's points (``rows`` (H, K), -1 padded) the `HULL_PLANE_SLOTS` nearest the plane."""
+    padded = rows < 0
+    safe = rows.clamp(min=0)
+    gaps = torch.where(padded, torch.inf, distance.detach()[:, safe])  # (B, H, K)
+    nearest = gaps.topk(min(HULL_PLANE_SLOTS, rows.shape[1]), -1, largest=False).indices
+    chosen = safe.expand(distance.shape[0], -1, -1).gather(-1, nearest).flatten(1)
+    hull = torch.zeros(distance.shape[1], dtype=torch.bool, device=distance.device)
+    hull[safe[~padded]] = True
+    keep = (~hull).expand(distance.shape[0], -1).clone()
+    return keep.scatter(1, chosen, True)
 
 
 def _segment_part(world: World, position: Tensor, rotation: Tensor) -> tuple:

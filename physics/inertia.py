@@ -34,7 +34,7 @@ def shape_inertia(shape: str, mass: Tensor, size: Tensor) -> Tensor:
     """Principal moments of inertia about the centre of mass, in the body frame (kg m^2).
 
     Args:
-        shape: "sphere" | "box" | "capsule" | "cylinder".
+        shape: "sphere" | "box" | "capsule" | "cylinder" | "hull".
         mass: (...,) kg.
         size: (..., 3) padded size, as in `shape_volume`.
 
@@ -45,7 +45,7 @@ def shape_inertia(shape: str, mass: Tensor, size: Tensor) -> Tensor:
         # 2/5 m r^2: the original Theano engine forgot the r^2.
         moment = 0.4 * mass * size[..., 0] ** 2
         return torch.stack([moment, moment, moment], -1)
-    if shape == "box":
+    if shape in ("box", "hull"):  # a hull's size is the box with its moments per kilogram
         x2, y2, z2 = size[..., 0] ** 2, size[..., 1] ** 2, size[..., 2] ** 2
         return torch.stack([y2 + z2, x2 + z2, x2 + y2], -1) * (mass / 12.0)[..., None]
     radius, length = size[..., 0], size[..., 1]

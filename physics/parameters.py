@@ -40,9 +40,14 @@ def as_tensor(value, shape: tuple[int, ...], batch: int, what: str, dtype, devic
 def padded_size(body: Body, batch: int, dtype, device) -> Tensor:
     """The body's size as (B, 3): sphere [r, 0, 0], box [x, y, z], capsule/cylinder [r, L, 0]."""
     what = f"body {body.name!r}: size"
-    count = {"sphere": (), "box": (3,), "capsule": (2,), "cylinder": (2,), "plane": (2,)}[
-        body.shape
-    ]
+    count = {
+        "sphere": (),
+        "box": (3,),
+        "capsule": (2,),
+        "cylinder": (2,),
+        "plane": (2,),
+        "hull": (3,),
+    }[body.shape]
     value = body.size
     if body.shape == "sphere":
         if isinstance(value, Tensor) and tuple(value.shape) == (1,):

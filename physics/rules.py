@@ -89,8 +89,9 @@ def check_body(
     density=None,
     velocity=None,
     angular_velocity=None,
+    points=None,
 ) -> None:
-    """One body: its shape, and static or with a mass (None: not given)."""
+    """One body: its shape, and static or with a mass (None: not given); a hull's points."""
 
     def error(field: str, reason: str, accepted: str | None = None) -> ModelError:
         return ModelError(
@@ -101,6 +102,16 @@ def check_body(
         raise error("shape", f"shape {shape!r} is unknown", ", ".join(SHAPES))
     if shape == "plane" and not static:
         raise error("static", "a plane must be static", "static = true")
+    if shape == "hull":
+        _check_hull_points(points, error)
+        if density is not None:
+            raise error(
+                "density",
+                "a hull's volume is not known to the engine, so its density cannot give a mass",
+                "mass = (kg)",
+            )
+    elif points is not None:
+        raise error("points", f"only a hull takes points, not a {shape}", 'shape = "hull"')
     if static:
         for field, value in (("mass", mass), ("density", density)):
             if value is not None:
@@ -117,6 +128,23 @@ def check_body(
             "a moving body needs a mass",
             "mass = 1.0 (kg), density = 1000.0 (kg/m^3), or static = true",
         )
+
+
+def _check_hull_points(points, error) -> None:
+    if points is None:
+        raise error("points", "a hull needs its points", "points = [[x, y, z], ...] (m), 4 or more")
+    try:
+        values = _values(points)
+    except (TypeError, ValueError):
+        values = None
+    if values is None or values.ndim != 2 or values.shape[-1] != 3 or values.shape[0] < 4:
+        shape = None if values is None else list(values.shape)
+        raise error("points", f"a hull's points must be a K x 3 list with K >= 4, got {shape}")
+    if not bool(torch.isfinite(values).all()):
+        raise error("points", "a hull's points must be finite")
+    spread = values.amax(0) - values.amin(0)
+    if bool((spread <= 0).any()):
+        raise error("points", "a hull's points span no volume (they lie in a plane or a line)")
 
 
 def check_joint_names(names: Sequence[str]) -> None:
@@ -254,6 +282,7 @@ def check_model(spec) -> None:
             density=body.density,
             velocity=body.velocity,
             angular_velocity=body.angular_velocity,
+            points=body.points,
         )
     static = {body.name for body in spec.bodies if body.static}
     check_joint_names([joint.name for joint in spec.joints])

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-SHAPES = ("sphere", "box", "capsule", "cylinder", "plane")
+SHAPES = ("sphere", "box", "capsule", "cylinder", "plane", "hull")
 JOINT_TYPES = ("hinge", "slider", "ball", "fixed")
 MOTOR_TYPES = ("force", "servo")
 COORDINATES = ("maximal", "reduced", "auto")
@@ -86,11 +86,18 @@ class Body:
 
     Attributes:
         name: unique name.
-        shape: one of "sphere", "box", "capsule", "cylinder", "plane".
+        shape: one of "sphere", "box", "capsule", "cylinder", "plane", "hull".
         size: sphere: radius (m, a number); box: full extents [x, y, z] (m);
             capsule / cylinder: [radius, length] (m), the axis along body z (a capsule's length is
             that of its cylindrical part, caps excluded); plane: [x, y] extent (m) that is drawn;
-            it collides as an infinite plane whose normal is body +z.
+            it collides as an infinite plane whose normal is body +z; hull: [x, y, z] (m), the
+            full extents of the box with the hull's principal moments per kilogram (its
+            inertia is that box's), the body frame at the centre of mass along the principal
+            axes.
+        points: hull only, (K, 3) body-frame points in units of ``size`` (a point p is at
+            p * size metres, per axis), K >= 4: the vertices of the convex hull it collides
+            with. They scale with the size (a gradient to the size moves them). Against a plane the hull collides exactly by these points; against a
+            box, sphere, capsule, cylinder or another hull, as the box that bounds them.
         mass: kg. Or give ``density`` (kg/m^3). Not needed when ``static``.
         static: a fixed body (floor, wall): infinite mass, never moves.
         position: world position of the centre of mass (m), shape (3,).
@@ -115,6 +122,7 @@ class Body:
     friction: Number = 0.5
     restitution: Number = 0.0
     collide: bool = True
+    points: Number | None = None
 
 
 @dataclass

@@ -82,5 +82,21 @@ def index_structure(world: World) -> Structure:
         box_contact_b=index(world.box_contact_b),
         box_segment_box=index(world.box_segment_box),
         box_segment_other=index(world.box_segment_other),
+        hull_plane_rows=_hull_plane_rows(world, long),
         tree=articulated_tree(world) if world.coordinates == "reduced" else None,
     )
+
+
+def _hull_plane_rows(world: World, long: dict) -> Tensor | None:
+    """(H, K) the plane candidates of each hull-plane pair's points, -1 padded; None if none."""
+    pairs: dict[tuple[int, int], list[int]] = {}
+    for row, (plane, body) in enumerate(
+        zip(world.plane_contact_plane, world.plane_contact_body, strict=True)
+    ):
+        if world.shapes[body] == "hull":
+            pairs.setdefault((plane, body), []).append(row)
+    if not pairs:
+        return None
+    width = max(len(rows) for rows in pairs.values())
+    padded = [rows + [-1] * (width - len(rows)) for rows in pairs.values()]
+    return torch.tensor(padded, **long)
