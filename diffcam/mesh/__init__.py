@@ -11,12 +11,20 @@ Modules, one job each: ``record`` (the `Mesh`), ``obj`` (the OBJ reader), ``form
 
 from .errors import MeshError
 from .formats import load_mesh
+from .bvh import BVH, build_bvh, refit
 from .mass import MassProperties, mass_properties
 from .obj import read_obj
+from .raycast import RayCast, cast_rays, cast_rays_brute_force
 from .record import Mesh
 from .topology import check_closed
 
 __all__ = [
+    "BVH",
+    "RayCast",
+    "build_bvh",
+    "refit",
+    "cast_rays",
+    "cast_rays_brute_force",
     "Mesh",
     "MeshError",
     "MassProperties",
