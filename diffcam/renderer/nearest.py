@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..primitives import BOX, CAPSULE, CYLINDER, PLANE, RECT, SPHERE, intersect
+from ..primitives import BOX, CAPSULE, CYLINDER, MESH, PLANE, RECT, SPHERE, intersect
 from .frame import Frame, local_dirs
 from .planar import Tables
 
@@ -50,6 +50,13 @@ def nearest_hits(tabs: Tables, f: Frame, w0, px_chunk: int):
             cols = x0[b0:b1, None] + torch.arange(wk, device=device)  # (nb, wk)
             if code in (PLANE, RECT):
                 w, hit = _planar_window_test(tabs, code, k, b0, b1, rows, cols)
+            elif code == MESH:  # the mesh's BVH, image by image
+                from .mesh import mesh_window_hits
+
+                d = local_dirs(
+                    A[b0:b1, k : k + 1], dx[b0:b1].gather(1, cols), dy[b0:b1].gather(1, rows)
+                )
+                w, hit = mesh_window_hits(f, k, b0, d[:, 0])
             else:
                 d = local_dirs(
                     A[b0:b1, k : k + 1], dx[b0:b1].gather(1, cols), dy[b0:b1].gather(1, rows)
@@ -130,7 +137,7 @@ def _pixel_windows(code, A, o, h, fx, fy, cx, cy, H, W):
         zero = torch.zeros(B, dtype=torch.long, device=device)
         return zero, zero, H, W
     r, hl = h[:, :1], h[:, 1:2]
-    if code in (BOX, RECT):  # a rectangle's h_z is 0
+    if code in (BOX, RECT, MESH):  # a rectangle's h_z is 0; a mesh's h bounds its vertices
         e = h
     elif code == SPHERE:
         e = r.expand(B, 3)
