@@ -9,9 +9,9 @@ Modules, one job each: ``record`` (the `Mesh`), ``obj`` (the OBJ reader), ``form
 `BVH`), ``raycast`` (`cast_rays`, `cast_rays_brute_force`).
 """
 
+from .bvh import BVH, build_bvh, refit
 from .errors import MeshError
 from .formats import load_mesh
-from .bvh import BVH, build_bvh, refit
 from .mass import MassProperties, mass_properties
 from .obj import read_obj
 from .raycast import RayCast, cast_rays, cast_rays_brute_force

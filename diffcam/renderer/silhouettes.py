@@ -19,9 +19,9 @@ from typing import NamedTuple
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from ..primitives import MESH
 from .appearance import transform_colours
 from .composite import channels_first, composite, make_plan
-from ..primitives import MESH
 from .frame import Frame
 from .geometry import columns, local_rays, soft_geometry
 from .reach import candidates, kept_pixels
