@@ -73,6 +73,8 @@ class Primitive:
             require grad); ``size`` is then not used (scale the mesh: ``mesh.scaled(s)``).
         smooth: for kind "mesh": shade with interpolated normals (the mesh's own, else
             area-weighted vertex normals) instead of flat faces.
+        ray_casting: for kind "mesh": "bvh" (default: through a BVH built at the first
+            render) or "brute_force" (every ray against every triangle: the reference).
 
     Texture (u, v) layouts (u right, v up, as seen from outside; "front" is the view from body
     -y towards +y with body +z up, i.e. the default scene camera):
@@ -106,6 +108,7 @@ class Primitive:
         wrap="repeat",
         mesh=None,
         smooth=False,
+        ray_casting="bvh",
     ):
         if kind not in KINDS:
             raise ValueError(f"Primitive: unknown kind {kind!r}; expected one of {sorted(KINDS)}")
@@ -118,6 +121,10 @@ class Primitive:
                 raise ValueError(
                     "Primitive: a textured mesh needs texture coordinates (uvs); "
                     f"{mesh.source or 'the mesh'} has none"
+                )
+            if ray_casting not in ("bvh", "brute_force"):
+                raise ValueError(
+                    f"Primitive: ray_casting must be 'bvh' or 'brute_force', got {ray_casting!r}"
                 )
         elif mesh is not None:
             raise ValueError(f"Primitive: only kind 'mesh' takes a mesh, not {kind!r}")
@@ -138,6 +145,7 @@ class Primitive:
         self.wrap = wrap
         self.mesh = mesh
         self.smooth = bool(smooth)
+        self.ray_casting = ray_casting
         self._shape = None
 
     @property
@@ -147,7 +155,8 @@ class Primitive:
         if self._shape is None:
             from .renderer.mesh import mesh_shape
 
-            self._shape = mesh_shape(self.mesh, self.smooth)
+            brute = self.ray_casting == "brute_force"
+            self._shape = mesh_shape(self.mesh, self.smooth, brute_force=brute)
         return self._shape
 
     def half_size(self, dtype, device) -> torch.Tensor:

@@ -12,7 +12,7 @@ import torch
 from .errors import MeshError
 from .record import Mesh
 
-__all__ = ["read_obj", "parse_obj"]
+__all__ = ["read_obj", "parse_obj", "write_obj"]
 
 
 def read_obj(path, dtype=torch.float32) -> Mesh:
@@ -138,3 +138,36 @@ def _corner_attribute(idx, values, tag, lines, source, dtype):
             line=lines[f],
         )
     return torch.tensor(values, dtype=dtype)[idx]
+
+
+def write_obj(mesh: Mesh, path, header: str = "") -> None:
+    """Write ``mesh`` as an OBJ file: ``v`` lines, ``vt`` lines for its uvs (per corner or
+    per vertex), ``vn`` lines for its normals, and one ``f`` line per triangle; ``header``
+    becomes ``#`` comment lines at the top. `read_obj` reads it back."""
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    lines += [f"v {x:.9g} {y:.9g} {z:.9g}" for x, y, z in mesh.vertices.tolist()]
+    F = mesh.num_faces
+    refs = [[[str(int(v) + 1)] for v in face] for face in mesh.faces.tolist()]
+    for attr, tag in ((mesh.uvs, "vt"), (mesh.normals, "vn")):
+        if attr is None:
+            for face in refs:
+                for corner in face:
+                    corner.append("")
+            continue
+        if attr.dim() == 3:  # per corner: each distinct value once
+            uniq, inverse = torch.unique(attr.reshape(F * 3, -1), dim=0, return_inverse=True)
+            values = uniq.tolist()
+            index = inverse.view(F, 3).tolist()
+        else:
+            values = attr.tolist()
+            index = mesh.faces.tolist()
+        lines += [f"{tag} " + " ".join(f"{x:.9g}" for x in row) for row in values]
+        for f, face in enumerate(refs):
+            for c, corner in enumerate(face):
+                corner.append(str(index[f][c] + 1))
+    for face in refs:
+        words = []
+        for v, vt, vn in face:
+            words.append(v + (f"/{vt}" if vt or vn else "") + (f"/{vn}" if vn else ""))
+        lines.append("f " + " ".join(words))
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -33,7 +33,7 @@ import torch
 
 from .._safe import safe_sqrt
 from ..mesh.bvh import BVH, build_bvh, refit
-from ..mesh.raycast import cast_rays
+from ..mesh.raycast import RayCast, cast_rays, cast_rays_brute_force
 from ..mesh.record import Mesh
 from ..mesh.topology import welded_faces
 from ..mesh.triangles import ray_shear, ray_triangle
@@ -59,6 +59,8 @@ class MeshShape:
             ``edge_face[e, 0]`` and the other way round on face ``edge_face[e, 1]``.
         edge_slot: (E, 2) long the edge's first corner on each face.
         half_extent: (3,) float the largest |coordinate| of the vertices per axis (m).
+        brute_force: cast rays against every triangle instead of through the BVH (the
+            reference, for benchmarks and tests).
     """
 
     mesh: Mesh
@@ -67,11 +69,15 @@ class MeshShape:
     edge_face: torch.Tensor
     edge_slot: torch.Tensor
     half_extent: torch.Tensor
+    brute_force: bool = False
 
 
-def mesh_shape(mesh: Mesh, smooth: bool = False, leaf_size: int = 8) -> MeshShape:
-    """The `MeshShape` of ``mesh`` (body frame): its BVH and its edge table (edges matched
-    across faces by vertex position, so meshes split at texture seams count as closed)."""
+def mesh_shape(
+    mesh: Mesh, smooth: bool = False, leaf_size: int = 8, brute_force: bool = False
+) -> MeshShape:
+    """The `MeshShape` of ``mesh`` (body frame): its BVH (leaves of at most ``leaf_size``
+    triangles) and its edge table (edges matched across faces by vertex position, so meshes
+    split at texture seams count as closed); ``brute_force`` as in `MeshShape`."""
     corners = mesh.corners().detach()
     faces = welded_faces(mesh).cpu().numpy()
     F = faces.shape[0]
@@ -98,6 +104,7 @@ def mesh_shape(mesh: Mesh, smooth: bool = False, leaf_size: int = 8) -> MeshShap
         table[:, [0, 2]].contiguous(),
         table[:, [1, 3]].contiguous(),
         mesh.vertices.detach().abs().amax(0),
+        bool(brute_force),
     )
 
 
@@ -105,7 +112,7 @@ class MeshFrame(NamedTuple):
     """A mesh for one render call, in its dtype and on its device: corners (F, 3, 3) (m,
     autograd-tracked from the vertices); uvs (F, 3, 2) or None; normals (F, 3, 3) corner
     normals for smooth shading or None (flat); bvh refitted to the corners; edge_face and
-    edge_slot (E, 2) long (`MeshShape`)."""
+    edge_slot (E, 2) long and brute_force (`MeshShape`)."""
 
     corners: torch.Tensor
     uvs: torch.Tensor | None
@@ -113,6 +120,13 @@ class MeshFrame(NamedTuple):
     bvh: BVH
     edge_face: torch.Tensor
     edge_slot: torch.Tensor
+    brute_force: bool = False
+
+    def cast(self, o: torch.Tensor, d: torch.Tensor) -> RayCast:
+        """No-grad nearest hits of rays from o (3,) or (R, 3) along d (R, 3) (mesh frame)."""
+        if self.brute_force:
+            return cast_rays_brute_force(self.corners, o, d)
+        return cast_rays(self.bvh, self.corners, o, d)
 
 
 def mesh_frame(shape: MeshShape, dtype, device) -> MeshFrame:
@@ -140,6 +154,7 @@ def mesh_frame(shape: MeshShape, dtype, device) -> MeshFrame:
         refit(bvh, corners),
         shape.edge_face.to(device),
         shape.edge_slot.to(device),
+        shape.brute_force,
     )
 
 
@@ -233,7 +248,7 @@ def outer_edges(mf: MeshFrame, cam: Camera1) -> OuterEdges:
         my = 0.5 * (ya + yb) + ny * scale
         ok = (za > 1e-6) & (zb > 1e-6) & (length > 0)
         d = camera_rays(cam_d, mx, my)
-        outside = cast_rays(mf.bvh, c, o, d).face < 0
+        outside = mf.cast(o, d).face < 0
         keep = ok & outside
         return OuterEdges(face[keep], i[keep], j[keep])
 
@@ -289,7 +304,7 @@ def mesh_samples(
     c = mf.corners
     d = camera_rays(cam, x, y)  # (n, 3), tracked
     if face is None:
-        face = cast_rays(mf.bvh, c, cam.o, d).face
+        face = mf.cast(cam.o, d).face
     hit = face >= 0
     big = torch.full_like(x, BIG)
     sd = torch.where(hit, big, -big)
@@ -362,7 +377,7 @@ def mesh_window_hits(f, k: int, b0: int, d: torch.Tensor):
     mf = f.meshes[k]
     ws, hits = [], []
     for i in range(d.shape[0]):
-        rc = cast_rays(mf.bvh, mf.corners, f.o[b0 + i, k].detach(), d[i].reshape(-1, 3))
+        rc = mf.cast(f.o[b0 + i, k].detach(), d[i].reshape(-1, 3))
         hit = rc.face >= 0
         ws.append(torch.where(hit, 1.0 / torch.where(hit, rc.t, 1.0), 0.0).view(d.shape[1:3]))
         hits.append(hit.view(d.shape[1:3]))
@@ -387,15 +402,15 @@ def mesh_hard_hits(f, k: int, b: torch.Tensor, x: torch.Tensor, y: torch.Tensor)
 def mesh_spans(f, k: int, margin: float):
     """No-grad: per row, the columns lo..hi (B, H) long (inclusive; empty where lo > hi)
     that may hold a pixel of mesh primitive k with silhouette distance > -margin: the pixel
-    window of its bounds (`nearest._pixel_windows`) grown by the margin, the whole image
+    window of its bounds (`nearest.pixel_windows`) grown by the margin, the whole image
     where the bounds are not wholly in front of the camera."""
     from ..primitives import MESH
-    from .nearest import _pixel_windows
+    from .nearest import pixel_windows
 
     B, H, W = f.B, f.H, f.W
     with torch.no_grad():
         A, o, h = f.A[:, k].detach(), f.o[:, k].detach(), f.h[:, k].detach()
-        y0, x0, hk, wk = _pixel_windows(
+        y0, x0, hk, wk = pixel_windows(
             MESH, A, o, h, f.fx.detach(), f.fy.detach(), f.cx.detach(), f.cy.detach(), H, W
         )
         grow = int(np.ceil(margin)) + 1

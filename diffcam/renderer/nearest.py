@@ -20,7 +20,7 @@ def nearest_hits(tabs: Tables, f: Frame, w0, px_chunk: int):
 
     Compares inverse depth (larger = nearer), starting from the layer's ``w0`` (B|1, H, W)
     when there is one (else 0: nothing). Each primitive is tested only inside a pixel window
-    that contains its projection (``_pixel_windows``): moving bodies usually cover a small
+    that contains its projection (``pixel_windows``): moving bodies usually cover a small
     part of the image. Planar primitives use their affine forms ``tabs.test`` (three
     broadcast adds per pixel), the others the analytic ``intersect`` on the detached
     ``tabs.A, o, h``; at most ``px_chunk`` pixels at a time.
@@ -38,7 +38,7 @@ def nearest_hits(tabs: Tables, f: Frame, w0, px_chunk: int):
     order += sorted(set(range(K)) - set(order), key=lambda k: (codes.index(codes[k]), k))
     for k in order:
         code = codes[k]
-        y0, x0, hk, wk = _pixel_windows(
+        y0, x0, hk, wk = pixel_windows(
             code, A[:, k], o[:, k], h[:, k], f.fx, f.fy, f.cx, f.cy, H, W
         )
         if hk == 0 or wk == 0:
@@ -115,7 +115,7 @@ def _intersect_culled(code, o, d, h):
     return t, hit
 
 
-def _pixel_windows(code, A, o, h, fx, fy, cx, cy, H, W):
+def pixel_windows(code, A, o, h, fx, fy, cx, cy, H, W):
     """Pixel windows that contain every pixel whose ray can hit one primitive, per image.
 
     The primitive lies in its local box of half extents ``e``; when all 8 corners are in

@@ -153,3 +153,22 @@ def test_textured_mesh_needs_uvs():
         diffcam.Primitive("mesh", mesh=m, texture=torch.rand(3, 4, 4))
     with pytest.raises(ValueError, match="needs a mesh"):
         diffcam.Primitive("mesh")
+
+
+def test_bvh_and_brute_force_render_the_same(dtype):
+    mesh = torus(0.8, 0.3, 24, 12, dtype=dtype)
+    texture = torch.rand(3, 6, 10, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    cam = camera(dtype, 40, 30)
+    R, p = pose(dtype)
+    out = []
+    for ray_casting in ("bvh", "brute_force"):
+        tex = texture.clone().requires_grad_(True)
+        pos = p.clone().requires_grad_(True)
+        prim = diffcam.Primitive("mesh", mesh=mesh, texture=tex, ray_casting=ray_casting)
+        buffers = diffcam.render_buffers(cam, [prim], R, pos, lighting=LIGHT)
+        buffers.image.square().sum().backward()
+        out.append((buffers.image.detach(), buffers.object_id, tex.grad, pos.grad))
+    for a, b in zip(*out, strict=True):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="ray_casting"):
+        diffcam.Primitive("mesh", mesh=mesh, ray_casting="octree")
