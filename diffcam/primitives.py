@@ -75,6 +75,10 @@ class Primitive:
             area-weighted vertex normals) instead of flat faces.
         ray_casting: for kind "mesh": "bvh" (default: through a BVH built at the first
             render) or "brute_force" (every ray against every triangle: the reference).
+        mesh_shape: for kind "mesh", the `diffcam.renderer.mesh.MeshShape` (BVH and edge
+            table) of another primitive's mesh with the same faces, to reuse instead of
+            building one at the first render (a loop that makes a primitive per step for
+            vertices that change: the BVH is refitted to them at each render).
 
     Texture (u, v) layouts (u right, v up, as seen from outside; "front" is the view from body
     -y towards +y with body +z up, i.e. the default scene camera):
@@ -109,6 +113,7 @@ class Primitive:
         mesh=None,
         smooth=False,
         ray_casting="bvh",
+        mesh_shape=None,
     ):
         if kind not in KINDS:
             raise ValueError(f"Primitive: unknown kind {kind!r}; expected one of {sorted(KINDS)}")
@@ -146,7 +151,9 @@ class Primitive:
         self.mesh = mesh
         self.smooth = bool(smooth)
         self.ray_casting = ray_casting
-        self._shape = None
+        if mesh_shape is not None and not torch.equal(mesh_shape.mesh.faces, mesh.faces):
+            raise ValueError("Primitive: mesh_shape was built for a mesh with other faces")
+        self._shape = mesh_shape
 
     @property
     def mesh_shape(self):

@@ -132,7 +132,8 @@ def make_frame(
         from .mesh import mesh_frame
 
         meshes = tuple(
-            mesh_frame(p.mesh_shape, dtype, device) if p.code == MESH else None for p in prims
+            mesh_frame(p.mesh_shape, dtype, device, p.mesh) if p.code == MESH else None
+            for p in prims
         )
     return Frame(
         A, o, h, fx, fy, cx, cy, uv_scale, repeats, codes, light, B, K, H, W, dxp, dyp, meshes

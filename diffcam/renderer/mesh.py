@@ -129,9 +129,11 @@ class MeshFrame(NamedTuple):
         return cast_rays(self.bvh, self.corners, o, d)
 
 
-def mesh_frame(shape: MeshShape, dtype, device) -> MeshFrame:
-    """The `MeshFrame` of ``shape`` for a render in ``dtype`` on ``device``."""
-    mesh = shape.mesh.to(dtype=dtype, device=device)
+def mesh_frame(shape: MeshShape, dtype, device, mesh: Mesh | None = None) -> MeshFrame:
+    """The `MeshFrame` of ``shape`` for a render in ``dtype`` on ``device``: of ``mesh``
+    (the same faces, the vertices as they are now, with their gradients) when given, else of
+    the mesh the shape was built from."""
+    mesh = (shape.mesh if mesh is None else mesh).to(dtype=dtype, device=device)
     corners = mesh.corners()
     normals = None
     if shape.smooth:

@@ -172,3 +172,24 @@ def test_bvh_and_brute_force_render_the_same(dtype):
         assert torch.equal(a, b)
     with pytest.raises(ValueError, match="ray_casting"):
         diffcam.Primitive("mesh", mesh=mesh, ray_casting="octree")
+
+
+def test_a_shared_mesh_shape_follows_new_vertices():
+    # a MeshShape built for the first vertices, reused for moved ones: the render (and the
+    # vertex gradient) is that of the moved mesh
+    dtype = torch.float64
+    mesh = torus(0.8, 0.3, 16, 8, dtype=dtype)
+    cam = camera(dtype)
+    R, p = pose(dtype)
+    shape = diffcam.Primitive("mesh", mesh=mesh).mesh_shape
+    moved = mesh.vertices * torch.tensor([1.2, 0.9, 1.1], dtype=dtype)
+    leaf = moved.clone().requires_grad_(True)
+    new = diffcam.Primitive("mesh", mesh=diffcam.mesh.Mesh(leaf, mesh.faces), mesh_shape=shape)
+    fresh = diffcam.Primitive("mesh", mesh=diffcam.mesh.Mesh(moved, mesh.faces))
+    a = diffcam.render(cam, [new], R, p, lighting=LIGHT)
+    b = diffcam.render(cam, [fresh], R, p, lighting=LIGHT)
+    assert torch.equal(a.detach(), b)
+    a.sum().backward()
+    assert leaf.grad is not None and float(leaf.grad.abs().sum()) > 0
+    with pytest.raises(ValueError, match="other faces"):
+        diffcam.Primitive("mesh", mesh=box((1.0, 1.0, 1.0), dtype), mesh_shape=shape)
