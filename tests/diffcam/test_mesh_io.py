@@ -123,3 +123,28 @@ def test_missing_trimesh_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_trimesh)
     with pytest.raises(MeshError, match=r"pip install 'diffcam\[mesh\]'"):
         load_mesh(path)
+
+
+def test_write_obj_round_trip(tmp_path):
+    from diffcam.mesh.obj import write_obj
+    from diffcam.mesh.shapes import torus
+
+    mesh = torus(0.5, 0.2, 8, 6, dtype=torch.float64)
+    mesh = Mesh(mesh.vertices, mesh.faces, mesh.uvs, mesh.vertex_normals())
+    write_obj(mesh, tmp_path / "t.obj", header="a test torus")
+    back = read_obj(tmp_path / "t.obj", dtype=torch.float64)
+    assert torch.equal(back.faces, mesh.faces)
+    torch.testing.assert_close(back.vertices, mesh.vertices, rtol=0, atol=1e-8)
+    torch.testing.assert_close(back.uvs, mesh.uvs, rtol=0, atol=1e-8)
+    torch.testing.assert_close(back.normals, mesh.corner_normals(), rtol=0, atol=1e-8)
+
+
+def test_the_bundled_torus_is_the_generated_one():
+    from diffcam.mesh.shapes import torus
+    from diffcam.scene.paths import MESHES_DIR
+
+    bundled = read_obj(MESHES_DIR / "torus.obj", dtype=torch.float64)
+    made = torus(0.5, 0.18, 48, 24, dtype=torch.float64)  # make_meshes.py's
+    assert torch.equal(bundled.faces, made.faces)
+    torch.testing.assert_close(bundled.vertices, made.vertices, rtol=0, atol=1e-8)
+    torch.testing.assert_close(bundled.uvs, made.uvs, rtol=0, atol=1e-8)
