@@ -63,6 +63,18 @@ def test_box_mesh_renders_as_the_box(dtype, edge_softness):
         assert float(diff.amax(1).gt(1e-4).float().mean()) < 0.01
         torch.testing.assert_close(a.coverage[fg], b.coverage[fg])
     assert a.image.dtype == dtype
+    if edge_softness == 0:
+        return  # a flat colour under hard edges: the image does not depend on the position
+    # the gradient of an image loss to the pose (through the edges): the same through both
+    weights = torch.rand(a.image.shape, dtype=dtype, generator=torch.Generator().manual_seed(2))
+    grads = []
+    for prim in (mesh, ref):
+        pos = p.clone().requires_grad_(True)
+        image = diffcam.render(cam, [prim], R, pos, lighting=LIGHT, edge_softness=edge_softness)
+        (image * weights).sum().backward()
+        grads.append(pos.grad)
+    tol = 1e-3 if dtype == torch.float32 else 1e-7
+    torch.testing.assert_close(grads[0], grads[1], rtol=tol, atol=tol)
 
 
 def scene(dtype, edge_softness, smooth=False, batch=None, width=32, height=24, lit=True):
