@@ -112,7 +112,10 @@ class MeshFrame(NamedTuple):
     """A mesh for one render call, in its dtype and on its device: corners (F, 3, 3) (m,
     autograd-tracked from the vertices); uvs (F, 3, 2) or None; normals (F, 3, 3) corner
     normals for smooth shading or None (flat); bvh refitted to the corners; edge_face and
-    edge_slot (E, 2) long and brute_force (`MeshShape`)."""
+    edge_slot (E, 2) long and brute_force (`MeshShape`); memo: this render call's no-grad
+    results per image, which the soft samples' pass takes from the distance pass that chose
+    their pixels: ``("edges", b)`` the image's `OuterEdges`, ``("faces", b)`` the candidate
+    pixels (n,) long and the triangle each ray meets (n,) long (-1: none)."""
 
     corners: torch.Tensor
     uvs: torch.Tensor | None
@@ -121,6 +124,7 @@ class MeshFrame(NamedTuple):
     edge_face: torch.Tensor
     edge_slot: torch.Tensor
     brute_force: bool = False
+    memo: dict | None = None
 
     def cast(self, o: torch.Tensor, d: torch.Tensor) -> RayCast:
         """No-grad nearest hits of rays from o (3,) or (R, 3) along d (R, 3) (mesh frame)."""
@@ -157,6 +161,7 @@ def mesh_frame(shape: MeshShape, dtype, device, mesh: Mesh | None = None) -> Mes
         shape.edge_face.to(device),
         shape.edge_slot.to(device),
         shape.brute_force,
+        {},
     )
 
 
@@ -291,6 +296,7 @@ def mesh_samples(
     light=None,
     uv_scale=(1.0, 1.0),
     face: torch.Tensor | None = None,
+    image: int | None = None,
 ) -> MeshSamples:
     """The `MeshSamples` of one mesh in one image at continuous pixels x, y (n,) (pixel
     centres: j + 0.5, i + 0.5).
@@ -302,6 +308,8 @@ def mesh_samples(
         light: None (unlit) or (direction (3,) unit, local frame; ambient (); intensity ()).
         uv_scale: (su, sv) texture repeats (numbers).
         face: (n,) long the hit triangle of each ray when already known (-1: none).
+        image: the image's index when ``cam`` is one image's: its outer silhouette edges
+            are then found once per render call (``mf.memo``).
     """
     c = mf.corners
     d = camera_rays(cam, x, y)  # (n, 3), tracked
@@ -310,7 +318,15 @@ def mesh_samples(
     hit = face >= 0
     big = torch.full_like(x, BIG)
     sd = torch.where(hit, big, -big)
-    edges = outer_edges(mf, cam) if silhouette else None
+    edges = None
+    if silhouette:
+        key = ("edges", image)
+        if image is None or mf.memo is None or key not in mf.memo:
+            edges = outer_edges(mf, cam)
+            if image is not None and mf.memo is not None:
+                mf.memo[key] = edges
+        else:
+            edges = mf.memo[key]
     has_edges = edges is not None and edges.face.numel() > 0
     if has_edges:
         e = _nearest_edge(edges, c.detach(), cam, x.detach(), y.detach())
@@ -427,9 +443,27 @@ def mesh_soft_distance(f, k: int, b: int, pix: torch.Tensor) -> torch.Tensor:
     """No-grad silhouette distance (n,) (px) of mesh primitive k in image b at flat pixels
     ``pix`` (n,) long."""
     with torch.no_grad():
+        mf, cam = f.meshes[k], frame_camera(f, b, k)
         x, y = _centres(f, pix)
-        s = mesh_samples(f.meshes[k], frame_camera(f, b, k), x, y, surface=False)
-        return s.sd
+        face = mf.cast(cam.o, camera_rays(cam, x, y)).face
+        if mf.memo is not None:  # for the samples' pass (`mesh_piece`)
+            mf.memo[("faces", b)] = (pix, face)
+        return mesh_samples(mf, cam, x, y, surface=False, face=face, image=b).sd
+
+
+def _known_faces(mf: MeshFrame, b: int, pix: torch.Tensor) -> torch.Tensor | None:
+    """The triangles (n,) long that image b's rays through pixels ``pix`` (n,) meet, from
+    the distance pass's memo when it covered every one of them, else None."""
+    known = None if mf.memo is None else mf.memo.get(("faces", b))
+    if known is None:
+        return None
+    cand, face = known
+    order = torch.argsort(cand)
+    sorted_cand = cand[order]
+    pos = torch.searchsorted(sorted_cand, pix).clamp(max=cand.numel() - 1)
+    if not bool((sorted_cand[pos] == pix).all()):
+        return None
+    return face[order[pos]]
 
 
 def _centres(f, pix):
@@ -453,6 +487,8 @@ def mesh_piece(f, k: int, b0: int, b1: int, pix: torch.Tensor, edge):
             y,
             light=frame_light(f, b, k),
             uv_scale=f.repeats[k],
+            face=_known_faces(f.meshes[k], b, pix[i]),
+            image=b,
         )
         cols.append((edge.coverage(s.sd), s.depth, s.u, s.v, s.shade, s.hit))
     alpha, depth, u, v, shade, hit = (
