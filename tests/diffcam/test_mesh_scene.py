@@ -199,3 +199,29 @@ def test_open_mesh_with_mass_and_inertia_and_a_non_colliding_floor(tmp_path):
     scene = diffcam.load_scene(write_scene(tmp_path, body, floor))
     torch.testing.assert_close(moments(scene)[0, 1], torch.tensor([1.0, 1.0, 1.5]))
     assert torch.isfinite(scene.render(scene.initial_state())).all()
+
+
+def test_cli_renders_the_mesh_scene(tmp_path, capsys):
+    import imageio.v3 as iio
+
+    from diffcam.cli import main
+
+    out = tmp_path / "torus.mp4"
+    args = ["render", "mesh_tumble", "--seconds", "0.3", "--fps", "10", "--out", str(out)]
+    assert main([*args, "--quiet", "--view", "all"]) == 0
+    frames = iio.imread(out, index=None)
+    assert frames.shape[0] == 3 and frames.std() > 10
+    assert "wrote" in capsys.readouterr().out
+    assert main(["check", "mesh_tumble"]) == 0
+    assert "torus.obj (2304 triangles)" in capsys.readouterr().out
+
+
+def test_density_override_reaches_the_mass():
+    density = torch.tensor(400.0, dtype=torch.float64, requires_grad=True)
+    scene = diffcam.load_scene(
+        "mesh_tumble", dtype=torch.float64, overrides={"bodies.torus.density": density}
+    )
+    i = scene.body_names.index("torus")
+    (grad,) = torch.autograd.grad(scene.world.mass[0, i], density)
+    volume = mass_properties(read_obj(MESHES_DIR / "torus.obj", dtype=torch.float64)).volume
+    torch.testing.assert_close(grad, volume)
