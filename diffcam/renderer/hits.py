@@ -159,7 +159,7 @@ def _mesh_parts(f: Frame, k_sel, b, row, col, xs, ys, P: int, W: int) -> list[Hi
     for k in k_sel.unique().tolist():
         m = (k_sel == k).nonzero().squeeze(1)
         bm, rm, cm = b[m], row[m], col[m]
-        depth, u, v, shade = mesh_hard_hits(f, k, bm, xs[cm], ys[rm])
+        depth, u, v, shade = mesh_hard_hits(f, k, bm, xs[cm], ys[rm], rm * W + cm)
         parts.append(Hits(bm * P + rm * W + cm, k_sel[m], depth, u, v, shade))
     return parts
 

@@ -389,22 +389,40 @@ def frame_light(f, b, k: int):
     return f.light.direction[b, k], f.light.ambient[b, k], f.light.intensity[b, k]
 
 
-def mesh_window_hits(f, k: int, b0: int, d: torch.Tensor):
+def mesh_window_hits(f, k: int, b0: int, d: torch.Tensor, pix: torch.Tensor | None = None):
     """No-grad inverse depth and hit mask (nb, hk, wk) of mesh primitive k in images
-    b0:b0+nb along local directions d (nb, hk, wk, 3) (the nearest-hit window test)."""
+    b0:b0+nb along local directions d (nb, hk, wk, 3) (the nearest-hit window test).
+    ``pix`` (nb, hk * wk) long, the window's flat pixel indices (ascending), lets the hard
+    hits' recomputation take each ray's triangle from here (``mf.memo``)."""
     mf = f.meshes[k]
     ws, hits = [], []
     for i in range(d.shape[0]):
         rc = mf.cast(f.o[b0 + i, k].detach(), d[i].reshape(-1, 3))
+        if pix is not None and mf.memo is not None:
+            mf.memo[("faces", b0 + i)] = (pix[i], rc.face)
         hit = rc.face >= 0
         ws.append(torch.where(hit, 1.0 / torch.where(hit, rc.t, 1.0), 0.0).view(d.shape[1:3]))
         hits.append(hit.view(d.shape[1:3]))
     return torch.stack(ws), torch.stack(hits)
 
 
-def mesh_hard_hits(f, k: int, b: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
+def mesh_hard_hits(
+    f, k: int, b: torch.Tensor, x: torch.Tensor, y: torch.Tensor, pix: torch.Tensor | None = None
+):
     """Depth, u, v (uv_scale applied) and shade (None when unlit), each (n,) and tracked,
-    of mesh primitive k at pixels x, y (n,) of images b (n,) long, all of which it wins."""
+    of mesh primitive k at pixels x, y (n,) of images b (n,) long, all of which it wins;
+    ``pix`` (n,) long their flat in-image indices, to take their triangles from the
+    nearest-hit test (`mesh_window_hits`) instead of casting again."""
+    face = None
+    if pix is not None:
+        face = torch.full_like(b, -1)
+        for image in b.unique().tolist():
+            sel = (b == image).nonzero().squeeze(1)
+            known = _known_faces(f.meshes[k], image, pix[sel])
+            if known is None:
+                face = None
+                break
+            face[sel] = known
     s = mesh_samples(
         f.meshes[k],
         frame_camera(f, b, k),
@@ -413,6 +431,7 @@ def mesh_hard_hits(f, k: int, b: torch.Tensor, x: torch.Tensor, y: torch.Tensor)
         silhouette=False,
         light=frame_light(f, b, k),
         uv_scale=f.repeats[k],
+        face=face,
     )
     return s.depth, s.u, s.v, s.shade
 
@@ -453,7 +472,8 @@ def mesh_soft_distance(f, k: int, b: int, pix: torch.Tensor) -> torch.Tensor:
 
 def _known_faces(mf: MeshFrame, b: int, pix: torch.Tensor) -> torch.Tensor | None:
     """The triangles (n,) long that image b's rays through pixels ``pix`` (n,) meet, from
-    the distance pass's memo when it covered every one of them, else None."""
+    an earlier cast of this render call (the nearest-hit test's window or the soft edges'
+    distance pass, ``mf.memo``) when it covered every one of them, else None."""
     known = None if mf.memo is None else mf.memo.get(("faces", b))
     if known is None:
         return None

@@ -56,7 +56,8 @@ def nearest_hits(tabs: Tables, f: Frame, w0, px_chunk: int):
                 d = local_dirs(
                     A[b0:b1, k : k + 1], dx[b0:b1].gather(1, cols), dy[b0:b1].gather(1, rows)
                 )
-                w, hit = mesh_window_hits(f, k, b0, d[:, 0])
+                window = (rows.unsqueeze(2) * W + cols.unsqueeze(1)).view(b1 - b0, -1)
+                w, hit = mesh_window_hits(f, k, b0, d[:, 0], window)
             else:
                 d = local_dirs(
                     A[b0:b1, k : k + 1], dx[b0:b1].gather(1, cols), dy[b0:b1].gather(1, rows)

@@ -205,3 +205,25 @@ def test_a_shared_mesh_shape_follows_new_vertices():
     assert leaf.grad is not None and float(leaf.grad.abs().sum()) > 0
     with pytest.raises(ValueError, match="other faces"):
         diffcam.Primitive("mesh", mesh=box((1.0, 1.0, 1.0), dtype), mesh_shape=shape)
+
+
+def test_recomputed_backward_of_large_renders_is_the_same():
+    # a small max_chunk_elements makes the soft samples recompute their graph in the
+    # backward (checkpoint): the same image and gradients
+    out = []
+    for max_chunk in (1 << 23, 1 << 8):
+        render, vertices, texture, position = scene(torch.float64, "antialias")
+        leaves = [x.clone().requires_grad_(True) for x in (vertices, texture)]
+        mesh = torus(0.8, 0.3, 16, 8, dtype=torch.float64)
+        prim = diffcam.Primitive(
+            "mesh", mesh=diffcam.mesh.Mesh(leaves[0], mesh.faces, mesh.uvs), texture=leaves[1]
+        )
+        R, _ = pose(torch.float64)
+        image = diffcam.render(
+            camera(torch.float64, 32, 24), [prim], R, position.view(1, 1, 3),
+            lighting=LIGHT, max_chunk_elements=max_chunk,
+        )  # fmt: skip
+        image.square().sum().backward()
+        out.append((image.detach(), leaves[0].grad, leaves[1].grad))
+    for a, b in zip(*out, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
