@@ -227,3 +227,24 @@ def test_recomputed_backward_of_large_renders_is_the_same():
         out.append((image.detach(), leaves[0].grad, leaves[1].grad))
     for a, b in zip(*out, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("edge_softness", [0, "antialias", 0.5])
+def test_no_nan_gradients_edge_on(dtype, edge_softness):
+    # a box mesh seen exactly edge-on to two faces (rays in their planes), with the camera's
+    # rays through its vertices and edges: finite values and gradients
+    mesh = box((1.0, 1.0, 1.0), dtype)
+    vertices = mesh.vertices.clone().requires_grad_(True)
+    prim = diffcam.Primitive("mesh", mesh=diffcam.mesh.Mesh(vertices, mesh.faces), smooth=True)
+    cam = diffcam.PinholeCamera.look_at(
+        torch.tensor([0.5, -4.0, 0.5], dtype=dtype), torch.tensor([0.5, 0.0, 0.5], dtype=dtype),
+        torch.tensor([0.0, 0.0, 1.0], dtype=dtype), 30.0, 16, 16,
+    )  # fmt: skip
+    position = torch.zeros(1, 1, 3, dtype=dtype, requires_grad=True)
+    image = diffcam.render(
+        cam, [prim], torch.eye(3, dtype=dtype).view(1, 1, 3, 3), position, lighting=LIGHT,
+        edge_softness=edge_softness,
+    )  # fmt: skip
+    assert torch.isfinite(image).all()
+    image.square().sum().backward()
+    assert torch.isfinite(vertices.grad).all() and torch.isfinite(position.grad).all()
