@@ -66,8 +66,9 @@ def test_bundled_torus_scene(dtype):
 
 def test_free_flight_keeps_angular_momentum():
     # torque-free: the world-frame angular momentum R I R^T w is constant, up to the
-    # engine's integration error, which shrinks with the step (so the moments and the
-    # axes the engine was given are the mesh's)
+    # engine's integration error, which shrinks with the step, or to round-off where the
+    # engine carries the momentum exactly (so the moments and the axes the engine was given
+    # are the mesh's)
     def drift(dt):
         scene = diffcam.load_scene(
             "mesh_tumble", dtype=torch.float64, overrides={"world.timestep": dt}
@@ -89,7 +90,7 @@ def test_free_flight_keeps_angular_momentum():
     coarse, turned = drift(0.005)
     fine, _ = drift(0.0025)
     assert turned > 0.5
-    assert fine < 2e-3 and fine < 0.6 * coarse
+    assert fine < 2e-3 and (fine < 0.6 * coarse or max(fine, coarse) < 1e-9)
 
 
 def test_off_centre_box_mesh_is_the_box_body(tmp_path, dtype):
