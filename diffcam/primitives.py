@@ -16,7 +16,11 @@ cylinder   [r, length]                [r, length/2, 0]
 capsule    [r, length] (cylinder part) [r, length/2, 0]
 rectangle  [x, y] (normal +z)         [x/2, y/2, 0]
 plane      [x, y] or None (infinite)  [x/2, y/2, 0] / unused
+mesh       (none: the mesh's vertices) max |vertex| per axis (bounds only)
 ========== ========================== ==========================
+
+Meshes (kind ``"mesh"``) are not intersected here: ``diffcam.mesh`` casts their rays
+(``diffcam.renderer.mesh``).
 
 All functions are branch-free (``torch.where`` on guarded values) so they can run on the whole
 (B, K, pixels) grid without autograd and again, differentiably, on the winning samples only;
@@ -40,7 +44,7 @@ __all__ = [
     "surface_normal",
 ]
 
-PLANE, RECT, BOX, SPHERE, CYLINDER, CAPSULE = range(6)
+PLANE, RECT, BOX, SPHERE, CYLINDER, CAPSULE, MESH = range(7)
 KINDS = {
     "plane": PLANE,
     "rectangle": RECT,
@@ -48,6 +52,7 @@ KINDS = {
     "sphere": SPHERE,
     "cylinder": CYLINDER,
     "capsule": CAPSULE,
+    "mesh": MESH,
 }
 BIG = 1e30  # finite "no hit" depth / "far inside" distance; fits float32
 
@@ -56,7 +61,7 @@ class Primitive:
     """One shape with its appearance. The pose comes separately, at render time.
 
     Args:
-        kind: "box" | "sphere" | "capsule" | "cylinder" | "plane" | "rectangle".
+        kind: "box" | "sphere" | "capsule" | "cylinder" | "plane" | "rectangle" | "mesh".
         size: shape size in metres following the scene schema (see the module docstring):
             a number or a tensor of shape (k,) or (B, k) (per-batch sizes; may require grad).
             ``None`` only for an infinite plane.
@@ -64,6 +69,16 @@ class Primitive:
         color: (3,) tensor/sequence in [0, 1] used when there is no texture (grey if neither).
         uv_scale: (su, sv) texture repeats: the (u, v) below are multiplied by these.
         wrap: texture addressing, "repeat" (default) or "clamp".
+        mesh: for kind "mesh", a `diffcam.mesh.Mesh` in the body frame (m; its vertices may
+            require grad); ``size`` is then not used (scale the mesh: ``mesh.scaled(s)``).
+        smooth: for kind "mesh": shade with interpolated normals (the mesh's own, else
+            area-weighted vertex normals) instead of flat faces.
+        ray_casting: for kind "mesh": "bvh" (default: through a BVH built at the first
+            render) or "brute_force" (every ray against every triangle: the reference).
+        mesh_shape: for kind "mesh", the `diffcam.renderer.mesh.MeshShape` (BVH and edge
+            table) of another primitive's mesh with the same faces, to reuse instead of
+            building one at the first render (a loop that makes a primitive per step for
+            vertices that change: the BVH is refitted to them at each render).
 
     Texture (u, v) layouts (u right, v up, as seen from outside; "front" is the view from body
     -y towards +y with body +z up, i.e. the default scene camera):
@@ -82,16 +97,43 @@ class Primitive:
       v = z / length + 1/2; caps like the box's top/bottom faces with extent 2r.
     * capsule: u as the cylinder; v = (z + length/2 + r) / (length + 2r), linear in body z
       over the whole capsule including both hemispheres.
+    * mesh: the mesh's own (u, v) (per vertex or per corner), interpolated barycentrically
+      over each triangle; a mesh without them shows the texture's (0, 0) corner, so a
+      textured mesh needs (u, v).
     """
 
     def __init__(
-        self, kind, size=None, texture=None, color=None, uv_scale=(1.0, 1.0), wrap="repeat"
+        self,
+        kind,
+        size=None,
+        texture=None,
+        color=None,
+        uv_scale=(1.0, 1.0),
+        wrap="repeat",
+        mesh=None,
+        smooth=False,
+        ray_casting="bvh",
+        mesh_shape=None,
     ):
         if kind not in KINDS:
             raise ValueError(f"Primitive: unknown kind {kind!r}; expected one of {sorted(KINDS)}")
         if wrap not in ("repeat", "clamp"):
             raise ValueError(f"Primitive: wrap must be 'repeat' or 'clamp', got {wrap!r}")
-        if size is None and kind != "plane":
+        if kind == "mesh":
+            if mesh is None:
+                raise ValueError("Primitive: kind 'mesh' needs a mesh (a diffcam.mesh.Mesh)")
+            if texture is not None and mesh.uvs is None:
+                raise ValueError(
+                    "Primitive: a textured mesh needs texture coordinates (uvs); "
+                    f"{mesh.source or 'the mesh'} has none"
+                )
+            if ray_casting not in ("bvh", "brute_force"):
+                raise ValueError(
+                    f"Primitive: ray_casting must be 'bvh' or 'brute_force', got {ray_casting!r}"
+                )
+        elif mesh is not None:
+            raise ValueError(f"Primitive: only kind 'mesh' takes a mesh, not {kind!r}")
+        if size is None and kind not in ("plane", "mesh"):
             raise ValueError(f"Primitive: kind {kind!r} needs a size")
         if texture is not None and (texture.dim() != 3 or texture.shape[0] != 3):
             raise ValueError(
@@ -106,11 +148,31 @@ class Primitive:
         self.color = color
         self.uv_scale = uv_scale
         self.wrap = wrap
+        self.mesh = mesh
+        self.smooth = bool(smooth)
+        self.ray_casting = ray_casting
+        if mesh_shape is not None and not torch.equal(mesh_shape.mesh.faces, mesh.faces):
+            raise ValueError("Primitive: mesh_shape was built for a mesh with other faces")
+        self._shape = mesh_shape
+
+    @property
+    def mesh_shape(self):
+        """The mesh's BVH and edge table (`diffcam.renderer.mesh.MeshShape`), built at the
+        first use and kept (no gradients: a refit follows moved vertices)."""
+        if self._shape is None:
+            from .renderer.mesh import mesh_shape
+
+            brute = self.ray_casting == "brute_force"
+            self._shape = mesh_shape(self.mesh, self.smooth, brute_force=brute)
+        return self._shape
 
     def half_size(self, dtype, device) -> torch.Tensor:
         """(1|B, 3) half-size parameter ``h`` (see the module docstring)."""
         if self.code == PLANE:
             return torch.zeros(1, 3, dtype=dtype, device=device)
+        if self.code == MESH:
+            e = self.mesh.vertices.detach().abs().amax(0)
+            return e.to(dtype=dtype, device=device).reshape(1, 3)
         s = self.size
         if not isinstance(s, torch.Tensor):
             s = torch.as_tensor(s, dtype=dtype, device=device)
@@ -139,6 +201,8 @@ class Primitive:
 
     def __repr__(self) -> str:
         tex = f"texture{tuple(self.texture.shape)}" if self.texture is not None else "color"
+        if self.code == MESH:
+            return f"Primitive('mesh', {self.mesh.num_faces} faces, {tex})"
         return f"Primitive({self.kind!r}, size={self.size}, {tex})"
 
 

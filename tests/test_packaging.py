@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from diffcam.scene import SCENES_DIR, TEXTURES_DIR, WEIGHTS_DIR
+from diffcam.scene.paths import MESHES_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,9 +47,10 @@ def test_the_wheel_holds_the_scenes_textures_and_weights(tmp_path):
             SCENES_DIR: sorted(SCENES_DIR.glob("*.toml")),
             TEXTURES_DIR: sorted(TEXTURES_DIR.glob("*.png")),
             WEIGHTS_DIR: sorted(WEIGHTS_DIR.glob("*.pt")),
+            MESHES_DIR: sorted(MESHES_DIR.glob("*.obj")),
         }
         assert len(expected[SCENES_DIR]) >= 6 and len(expected[TEXTURES_DIR]) >= 9
-        assert len(expected[WEIGHTS_DIR]) == 2
+        assert len(expected[WEIGHTS_DIR]) == 2 and len(expected[MESHES_DIR]) >= 1
         for folder, files in expected.items():
             for file in files:
                 name = f"diffcam/data/{folder.name}/{file.name}"

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import torch
 
 from ..camera import PinholeCamera
-from ..primitives import PLANE, RECT, Primitive
+from ..primitives import MESH, PLANE, RECT, Primitive
 
 
 class Light(NamedTuple):
@@ -34,7 +34,8 @@ class Frame(NamedTuple):
     fx, fy, cx, cy (B,) intrinsics (px); uv_scale (K, 2) texture repeats, and the same as K
     (su, sv) floats in ``repeats`` (read without a device sync); codes: K kind codes;
     light: :class:`Light` or None (unlit); dxp (B, W), dyp (B, H) camera ray slopes
-    ``(j + 0.5 - cx) / fx`` and ``(i + 0.5 - cy) / fy``.
+    ``(j + 0.5 - cx) / fx`` and ``(i + 0.5 - cy) / fy``; meshes: K entries, a mesh
+    primitive's `~diffcam.renderer.mesh.MeshFrame` (None for the other kinds).
     """
 
     A: torch.Tensor
@@ -54,6 +55,7 @@ class Frame(NamedTuple):
     W: int
     dxp: torch.Tensor
     dyp: torch.Tensor
+    meshes: tuple = ()
 
     @property
     def planar_only(self) -> bool:
@@ -125,7 +127,17 @@ def make_frame(
     dxp = (xs.unsqueeze(0) - cx.unsqueeze(1)) / fx.unsqueeze(1)  # (B, W)
     dyp = (ys.unsqueeze(0) - cy.unsqueeze(1)) / fy.unsqueeze(1)  # (B, H)
     codes = tuple(p.code for p in prims)
-    return Frame(A, o, h, fx, fy, cx, cy, uv_scale, repeats, codes, light, B, K, H, W, dxp, dyp)
+    meshes = ()
+    if MESH in codes:
+        from .mesh import mesh_frame
+
+        meshes = tuple(
+            mesh_frame(p.mesh_shape, dtype, device, p.mesh) if p.code == MESH else None
+            for p in prims
+        )
+    return Frame(
+        A, o, h, fx, fy, cx, cy, uv_scale, repeats, codes, light, B, K, H, W, dxp, dyp, meshes
+    )
 
 
 def lighting_batch(lighting) -> int:

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..primitives import PLANE, RECT
+from ..primitives import MESH, PLANE, RECT
 from .frame import Frame
 from .geometry import Vec, ray_hit
 from .nearest import nearest_hits
@@ -133,6 +133,9 @@ def _recompute(f: Frame, tabs: Tables, oid, nb: int, rows: int) -> Hits:
                 col = rem - (row - r0) * W
                 b = bl + b0
                 bk = b * K + k
+                if code == MESH:
+                    parts += _mesh_parts(f, k, b, row, col, xs, ys, P, W)
+                    continue
                 if code in (PLANE, RECT):
                     depth, u, v, shade = _planar_at(plan, bk, xs[col], ys[row], f.light)
                 else:
@@ -145,6 +148,20 @@ def _recompute(f: Frame, tabs: Tables, oid, nb: int, rows: int) -> Hits:
     cols = [torch.cat(c) for c in zip(*(p[:5] for p in parts), strict=True)]
     shade = torch.cat([p.shade for p in parts]) if f.light is not None else None
     return Hits(*cols, shade)
+
+
+def _mesh_parts(f: Frame, k_sel, b, row, col, xs, ys, P: int, W: int) -> list[Hits]:
+    """The :class:`Hits` of mesh winners (primitives ``k_sel`` (N,) at images b, rows, cols
+    (N,)), one part per mesh primitive."""
+    from .mesh import mesh_hard_hits
+
+    parts = []
+    for k in k_sel.unique().tolist():
+        m = (k_sel == k).nonzero().squeeze(1)
+        bm, rm, cm = b[m], row[m], col[m]
+        depth, u, v, shade = mesh_hard_hits(f, k, bm, xs[cm], ys[rm], rm * W + cm)
+        parts.append(Hits(bm * P + rm * W + cm, k_sel[m], depth, u, v, shade))
+    return parts
 
 
 def _planar_at(plan, bk, x, y, light):

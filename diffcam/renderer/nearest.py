@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..primitives import BOX, CAPSULE, CYLINDER, PLANE, RECT, SPHERE, intersect
+from ..primitives import BOX, CAPSULE, CYLINDER, MESH, PLANE, RECT, SPHERE, intersect
 from .frame import Frame, local_dirs
 from .planar import Tables
 
@@ -20,7 +20,7 @@ def nearest_hits(tabs: Tables, f: Frame, w0, px_chunk: int):
 
     Compares inverse depth (larger = nearer), starting from the layer's ``w0`` (B|1, H, W)
     when there is one (else 0: nothing). Each primitive is tested only inside a pixel window
-    that contains its projection (``_pixel_windows``): moving bodies usually cover a small
+    that contains its projection (``pixel_windows``): moving bodies usually cover a small
     part of the image. Planar primitives use their affine forms ``tabs.test`` (three
     broadcast adds per pixel), the others the analytic ``intersect`` on the detached
     ``tabs.A, o, h``; at most ``px_chunk`` pixels at a time.
@@ -38,7 +38,7 @@ def nearest_hits(tabs: Tables, f: Frame, w0, px_chunk: int):
     order += sorted(set(range(K)) - set(order), key=lambda k: (codes.index(codes[k]), k))
     for k in order:
         code = codes[k]
-        y0, x0, hk, wk = _pixel_windows(
+        y0, x0, hk, wk = pixel_windows(
             code, A[:, k], o[:, k], h[:, k], f.fx, f.fy, f.cx, f.cy, H, W
         )
         if hk == 0 or wk == 0:
@@ -50,6 +50,14 @@ def nearest_hits(tabs: Tables, f: Frame, w0, px_chunk: int):
             cols = x0[b0:b1, None] + torch.arange(wk, device=device)  # (nb, wk)
             if code in (PLANE, RECT):
                 w, hit = _planar_window_test(tabs, code, k, b0, b1, rows, cols)
+            elif code == MESH:  # the mesh's BVH, image by image
+                from .mesh import mesh_window_hits
+
+                d = local_dirs(
+                    A[b0:b1, k : k + 1], dx[b0:b1].gather(1, cols), dy[b0:b1].gather(1, rows)
+                )
+                window = (rows.unsqueeze(2) * W + cols.unsqueeze(1)).view(b1 - b0, -1)
+                w, hit = mesh_window_hits(f, k, b0, d[:, 0], window)
             else:
                 d = local_dirs(
                     A[b0:b1, k : k + 1], dx[b0:b1].gather(1, cols), dy[b0:b1].gather(1, rows)
@@ -108,7 +116,7 @@ def _intersect_culled(code, o, d, h):
     return t, hit
 
 
-def _pixel_windows(code, A, o, h, fx, fy, cx, cy, H, W):
+def pixel_windows(code, A, o, h, fx, fy, cx, cy, H, W):
     """Pixel windows that contain every pixel whose ray can hit one primitive, per image.
 
     The primitive lies in its local box of half extents ``e``; when all 8 corners are in
@@ -130,7 +138,7 @@ def _pixel_windows(code, A, o, h, fx, fy, cx, cy, H, W):
         zero = torch.zeros(B, dtype=torch.long, device=device)
         return zero, zero, H, W
     r, hl = h[:, :1], h[:, 1:2]
-    if code in (BOX, RECT):  # a rectangle's h_z is 0
+    if code in (BOX, RECT, MESH):  # a rectangle's h_z is 0; a mesh's h bounds its vertices
         e = h
     elif code == SPHERE:
         e = r.expand(B, 3)

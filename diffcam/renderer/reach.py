@@ -9,7 +9,7 @@ pixels from the primitive's geometry (`candidates`), then the exact test of
 Candidates: boxes and rectangles, the per-row spans their edge lines allow (`_edge_spans`:
 exactly the pixels, so they skip the second step); spheres, capsules and cylinders, the
 per-row section of a bounding box grown by what the margin can reach (`_curved_spans`);
-planes (their horizon), every pixel. Pixel lists are (B, n) flat in-image indices ``row * W + col`` padded to a
+planes (their horizon), every pixel; meshes, the window of their bounds grown by the margin. Pixel lists are (B, n) flat in-image indices ``row * W + col`` padded to a
 common n per primitive, with a (B, n) bool of which entries are real.
 """
 
@@ -20,7 +20,7 @@ from typing import NamedTuple
 import torch
 
 from ..primitive_silhouettes import silhouette_lines
-from ..primitives import BOX, CYLINDER, PLANE, RECT
+from ..primitives import BOX, CYLINDER, MESH, PLANE, RECT
 from .frame import Frame
 from .geometry import columns, local_rays, soft_geometry
 
@@ -44,7 +44,13 @@ def candidates(f: Frame, margin: float) -> dict[int, PixelList]:
     out = {}
     with torch.no_grad():
         for code, ks in groups.items():
-            if code in (BOX, RECT):
+            if code == MESH:  # each mesh its own window
+                from .mesh import mesh_spans
+
+                spans = [mesh_spans(f, k, margin) for k in ks]
+                lo = torch.stack([s[0] for s in spans], 1)
+                hi = torch.stack([s[1] for s in spans], 1)
+            elif code in (BOX, RECT):
                 lo, hi = _edge_spans(f, code, ks, margin)
             elif code == PLANE:
                 lo = torch.zeros(B, len(ks), H, dtype=torch.long, device=device)
@@ -67,6 +73,11 @@ def kept_pixels(f: Frame, k: int, cand: PixelList, margin: float, max_chunk: int
         return cand
     nb = max(1, min(B, max_chunk // max(1, 16 * n_c)))
     keeps = []
+    if f.codes[k] == MESH:  # the mesh's own distance, image by image
+        from .mesh import mesh_soft_distance
+
+        sd = torch.stack([mesh_soft_distance(f, k, b, cand.pix[b]) for b in range(B)])
+        return _compact((sd > -margin) & cand.valid, cand.pix)
     with torch.no_grad():
         for b0 in range(0, B, nb):
             b1 = min(B, b0 + nb)

@@ -19,6 +19,7 @@ from typing import NamedTuple
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from ..primitives import MESH
 from .appearance import transform_colours
 from .composite import channels_first, composite, make_plan
 from .frame import Frame
@@ -215,6 +216,15 @@ def _piece(f: Frame, k: int, b0: int, b1: int, pix, edge, A, o, h, dxp, dyp, fx,
     whether the ray meets it there, in front of the layer (nb, n) bool. The tensors it
     differentiates come as arguments (for ``checkpoint``)."""
     code = f.codes[k]
+    if code == MESH:
+        from .mesh import mesh_piece
+
+        alpha, depth, u, v, shade, hit = mesh_piece(f, k, b0, b1, pix, edge)
+        if w0c is not None:  # depth * w0 < 1 <=> nearer than the layer (0 where it is empty)
+            front = depth * w0c < 1
+            alpha = torch.where(front, alpha, 0.0)
+            hit = hit & front
+        return alpha, depth, u, v, shade, hit
     Ak = A[b0:b1, k]
     d = local_rays(Ak, dxp[b0:b1], dyp[b0:b1], pix, f.W)
     hk = columns(h[b0:b1, k])

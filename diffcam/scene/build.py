@@ -52,6 +52,11 @@ def build_world(config: SceneConfig, tensor: ToTensor, batch_size: int, device, 
 
     bodies = []
     for b in config.bodies:
+        if b["shape"] == "mesh":  # the engine's stand-in for a mesh body (scene.meshes)
+            from .meshes import physics_standin
+
+            bodies.append(physics.Body(**_tensors_converted(physics_standin(b, tensor), tensor)))
+            continue
         kw = {k: b[k] for k in b if k not in ("texture", "color", "uv_scale", "visible")}
         bodies.append(physics.Body(**_tensors_converted(kw, tensor)))
     joints = []
@@ -122,6 +127,28 @@ def build_primitives(bodies: list[dict], textures: dict, tensor: ToTensor) -> li
     for b in bodies:
         tex = textures[b["texture"]] if "texture" in b else None
         color = None if tex is not None else tensor(b.get("color", DEFAULT_COLOR))
+        if b["shape"] == "mesh":  # the mesh in the body's frame (scene.meshes)
+            from ..mesh import Mesh
+
+            m = b["mesh_body"].mesh
+            mesh = Mesh(
+                tensor(m.vertices),
+                m.faces,
+                None if m.uvs is None else tensor(m.uvs),
+                None if m.normals is None else tensor(m.normals),
+                m.source,
+            )
+            primitives.append(
+                Primitive(
+                    "mesh",
+                    texture=tex,
+                    color=color,
+                    uv_scale=tuple(b.get("uv_scale", (1.0, 1.0))),
+                    mesh=mesh,
+                    smooth=b.get("smooth", False),
+                )
+            )
+            continue
         size = b["size"]
         size = tensor(size) if isinstance(size, torch.Tensor) else size
         primitives.append(

@@ -33,8 +33,13 @@ def describe(scene: Scene) -> str:
             f"texture {b['texture']}" if "texture" in b
             else f"color {_fmt(b.get('color', DEFAULT_COLOR))}"
         )  # fmt: skip
+        shape = (
+            f"mesh {b['mesh']} ({b['mesh_body'].mesh.num_faces} triangles)"
+            if b["shape"] == "mesh"
+            else f"{b['shape']} size {_fmt(b['size'])}"
+        )
         lines.append(
-            f"    {b['name']}: {b['shape']} size {_fmt(b['size'])}, {kind}, "
+            f"    {b['name']}: {shape}, {kind}, "
             f"at {_fmt(b.get('position', [0, 0, 0]))}, "
             + (look if b.get("visible", True) else "not drawn")
         )

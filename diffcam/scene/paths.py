@@ -1,5 +1,5 @@
 """Where the bundled scenes, textures and controller weights are: ``diffcam/data/`` inside the
-installed package (its package data, found with `importlib.resources`), and how a bundled
+installed package (its package data, found with `importlib.resources`; meshes in ``meshes/``), and how a bundled
 scene is named: `bundled_scenes`, `resolve_scene`.
 
 A scene argument that names an existing file is that file. Otherwise a bare name (no folder,
@@ -29,6 +29,7 @@ DATA_DIR = _data_dir()
 SCENES_DIR = DATA_DIR / "scenes"
 TEXTURES_DIR = DATA_DIR / "textures"
 WEIGHTS_DIR = DATA_DIR / "weights"
+MESHES_DIR = DATA_DIR / "meshes"
 
 
 def bundled_scenes() -> list[str]:

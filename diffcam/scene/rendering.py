@@ -239,6 +239,9 @@ def tiled(scene: Scene, m: int, crop=None):
     primitives = []
     for i in scene.drawn_bodies:
         p = scene.primitives[i]
+        if p.kind == "mesh":  # no size; the same object keeps its BVH
+            primitives.append(p)
+            continue
         size = p.size
         if isinstance(size, torch.Tensor) and size.dim() >= 1 and p.kind != "plane":
             size = tile(scene.world.size[:, i, : used[scene.world.shapes[i]]])

@@ -17,7 +17,7 @@ import torch
 
 from ..errors import SceneError, did_you_mean
 
-_SHAPES = ("sphere", "box", "capsule", "cylinder", "plane")
+_SHAPES = ("sphere", "box", "capsule", "cylinder", "plane", "mesh")
 _JOINT_TYPES = ("hinge", "slider", "ball", "fixed")
 _MOTOR_TYPES = ("force", "servo")
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
@@ -282,6 +282,21 @@ class TexturePathField(_Field):
         return value
 
 
+class _Scale(_Field):
+    """A mesh's scale: one number, or one per axis."""
+
+    accepted = "a number > 0, or a list of 3 numbers > 0 (per axis)"
+
+    def parse(self, value, key, ctx):
+        ok = is_number(value) and value > 0
+        if isinstance(value, (list, tuple)) and len(value) == 3:
+            ok = all(is_number(v) and v > 0 for v in value)
+            value = [float(v) for v in value] if ok else value
+        if not ok:
+            raise ctx.error(key, f"expected a scale, got {describe_value(value)}", self.accepted)
+        return float(value) if is_number(value) else value
+
+
 _VEC3 = _Num((3,))
 _COLOR = _Num((3,), lo=0.0, hi=1.0)
 _POS = _Num((), lo=0.0, lo_open=True, max_abs=1e6)
@@ -328,7 +343,14 @@ BODY_FIELDS: dict[str, _Field] = {
     # false: the body takes part in the physics (contacts, joints) but is not drawn, e.g. a
     # floor or a wall that a video's own background (its clean plate) already shows
     "visible": _Bool(),
+    # shape = "mesh" only: the mesh file, its scale, smooth shading, principal moments
+    "mesh": _Str(),
+    "scale": _Scale(),
+    "smooth": _Bool(),
+    "inertia": _Num((3,), lo=0.0, lo_open=True, batchable=False, grad=False, max_abs=1e6),
 }
+#: the keys only a mesh body takes
+MESH_KEYS = ("mesh", "scale", "smooth", "inertia")
 
 _MIN_SIZE = 1e-4  # m: smaller bodies have masses and inertias float32 cannot invert
 SIZE_FIELDS: dict[str, _Num] = {
@@ -344,6 +366,7 @@ SIZE_ACCEPTED = {
     "capsule": "capsule: [radius, length] along body z, each >= 0.0001",
     "cylinder": "cylinder: [radius, length] along body z, each >= 0.0001",
     "plane": "plane: drawn extent [x, y], each >= 0.0001",
+    "mesh": "mesh: no size: `mesh` names the file (its units are metres), `scale` scales it",
 }
 
 JOINT_FIELDS: dict[str, _Field] = {

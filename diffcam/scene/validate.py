@@ -20,12 +20,14 @@ from physics import rules
 from physics.spec import ModelError
 
 from ..errors import SceneError, did_you_mean
+from .meshes import check_mesh_contacts, mesh_body
 from .overrides import apply_overrides
 from .schema import (
     BODY_FIELDS,
     CAMERA_FIELDS,
     JOINT_FIELDS,
     LIGHT_FIELDS,
+    MESH_KEYS,
     MOTOR_FIELDS,
     NAME_RE,
     SIZE_ACCEPTED,
@@ -105,8 +107,9 @@ def _validate(data: dict, ctx: ParseContext, base_dir: Path) -> SceneConfig:
 
     textures = _validate_textures(data.get("textures", {}), ctx)
     camera = _validate_camera(data["camera"], textures, ctx)
-    bodies = _validate_bodies(data["bodies"], textures, ctx)
+    bodies = _validate_bodies(data["bodies"], textures, ctx, base_dir)
     joints = _validate_joints(data.get("joints", []), bodies, ctx)
+    check_mesh_contacts(bodies, joints, ctx.file)
     return SceneConfig(
         file=ctx.file,
         base_dir=base_dir,
@@ -190,7 +193,9 @@ def _check_camera_geometry(camera: dict, ctx: ParseContext) -> None:
         )
 
 
-def _validate_bodies(raw_bodies: Any, textures: dict, ctx: ParseContext) -> list[dict]:
+def _validate_bodies(
+    raw_bodies: Any, textures: dict, ctx: ParseContext, base_dir: Path = Path(".")
+) -> list[dict]:
     """``[[bodies]]``: one or more bodies with unique names."""
     if not isinstance(raw_bodies, list) or not raw_bodies:
         raise ctx.error(
@@ -201,31 +206,44 @@ def _validate_bodies(raw_bodies: Any, textures: dict, ctx: ParseContext) -> list
     bodies, names = [], []
     for i, rb in enumerate(raw_bodies):
         key = item_key("bodies", i, rb)
-        check_table(rb, key, BODY_FIELDS, ctx, required=("name", "shape", "size"))
+        mesh = isinstance(rb, dict) and rb.get("shape") == "mesh"
+        required = ("name", "shape", "mesh") if mesh else ("name", "shape", "size")
+        check_table(rb, key, BODY_FIELDS, ctx, required=required)
         name = BODY_FIELDS["name"].parse(rb["name"], f"{key}.name", ctx)
         _check_rule(ctx, rules.check_body_names, [*names, name])
         names.append(name)
-        bodies.append(_validate_body(rb, i, name, textures, ctx))
+        bodies.append(_validate_body(rb, i, name, textures, ctx, base_dir))
     return bodies
 
 
-def _validate_body(rb: dict, index: int, name: str, textures: dict, ctx: ParseContext) -> dict:
-    """One body (``index`` in the file): its shape's size, static or with a mass, a texture or a
-    colour."""
+def _validate_body(
+    rb: dict, index: int, name: str, textures: dict, ctx: ParseContext, base_dir: Path
+) -> dict:
+    """One body (``index`` in the file): its shape's size (a mesh: its file, read here),
+    static or with a mass, a texture or a colour."""
     key = f"bodies.{name}"
     b = {"name": name}
     b["shape"] = BODY_FIELDS["shape"].parse(rb["shape"], f"{key}.shape", ctx)
-    sf = SIZE_FIELDS[b["shape"]]
-    try:
-        b["size"] = sf.parse(rb["size"], f"{key}.size", ctx)
-    except SceneError as e:
-        raise ctx.error(f"{key}.size", e.reason, SIZE_ACCEPTED[b["shape"]]) from None
+    if b["shape"] == "mesh":
+        if "size" in rb:
+            raise ctx.error(f"{key}.size", "a mesh takes no size", "scale = 2.0 (or [x, y, z])")
+    else:
+        for k in MESH_KEYS:
+            if k in rb:
+                raise ctx.error(f"{key}.{k}", 'only a body of shape = "mesh" takes this key')
+        sf = SIZE_FIELDS[b["shape"]]
+        try:
+            b["size"] = sf.parse(rb["size"], f"{key}.size", ctx)
+        except SceneError as e:
+            raise ctx.error(f"{key}.size", e.reason, SIZE_ACCEPTED[b["shape"]]) from None
     for k, v in rb.items():
         if k in ("name", "shape", "size"):
             continue
         b[k] = BODY_FIELDS[k].parse(v, f"{key}.{k}", ctx)
+    # the engine's rules see a mesh as the box that stands in for it (`scene.meshes`)
+    rule_shape = "box" if b["shape"] == "mesh" else b["shape"]
     _check_rule(
-        ctx, rules.check_body, index, name, shape=b["shape"], static=b.get("static", False),
+        ctx, rules.check_body, index, name, shape=rule_shape, static=b.get("static", False),
         mass=b.get("mass"), density=b.get("density"), velocity=b.get("velocity"),
         angular_velocity=b.get("angular_velocity"),
     )  # fmt: skip
@@ -233,6 +251,8 @@ def _validate_body(rb: dict, index: int, name: str, textures: dict, ctx: ParseCo
         if "color" in b:
             raise ctx.error(f"{key}.color", "give texture or color, not both", None)
         b["texture"] = _texture_ref(b["texture"], f"{key}.texture", textures, ctx)
+    if b["shape"] == "mesh":
+        b["mesh_body"] = mesh_body(b, key, ctx.file, base_dir)
     return b
 
 

@@ -72,6 +72,21 @@ DESCRIBE = {
         "collide": "Whether the body takes part in contacts at all.",
         "visible": "`false`: the body collides and moves but is not drawn: a floor or a wall "
         "that the video's own background already shows (the typical `diffcam fit` scene).",
+        "mesh": '`shape = "mesh"` only: the triangle mesh file (`.obj`; `.gltf`, `.glb`, '
+        "`.ply`, `.stl`, `.off` with the `mesh` extra, trimesh), in metres, looked for next "
+        "to the scene file, then in `$DIFFCAM_ASSETS`, then among the bundled meshes "
+        "(`diffcam/data/meshes/`, e.g. `torus.obj`). A moving mesh body's mass properties "
+        "come from the closed mesh (its volume, centre of mass and inertia, for `density` or "
+        "`mass`); its state is the pose of its centre of mass along its principal axes. Mesh "
+        "contacts are not implemented: a mesh body that could touch another body is an "
+        "error until one of them has `collide = false`.",
+        "scale": '`shape = "mesh"` only: scales the mesh about its origin, one number or one '
+        "per axis.",
+        "smooth": '`shape = "mesh"` only: shade with interpolated normals (the file\'s `vn`, '
+        "else area-weighted vertex normals) instead of flat triangles.",
+        "inertia": '`shape = "mesh"` only: principal moments `[Ixx, Iyy, Izz]` (kg m²) about '
+        "the mesh's origin and axes, with `mass`, instead of the closed mesh's (an open mesh "
+        "needs them).",
     },
     "joints": {
         "name": "Unique name: the key of the joint's overrides.",

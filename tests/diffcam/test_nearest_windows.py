@@ -37,7 +37,7 @@ def test_windows_find_every_hit(dtype, monkeypatch):
     # every primitive tested at every pixel, exactly
     B_, H, W = eager.object_id.shape
     zero = torch.zeros(B_, dtype=torch.long)
-    monkeypatch.setattr(nearest, "_pixel_windows", lambda *a: (zero, zero, H, W))
+    monkeypatch.setattr(nearest, "pixel_windows", lambda *a: (zero, zero, H, W))
     monkeypatch.setattr(nearest, "_intersect_culled", intersect)
     every = diffcam.render_buffers(cam, prims, rot, pos)
     for k in range(K):  # every primitive wins pixels somewhere

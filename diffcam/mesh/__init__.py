@@ -1,0 +1,37 @@
+"""Triangle meshes: the `Mesh` record, readers (OBJ in plain Python, other formats through
+the optional ``trimesh``), closedness checks and mass properties of closed meshes, and ray
+casting (a BVH built once per mesh, traversed batched over rays, and a brute-force
+reference).
+
+Modules, one job each: ``record`` (the `Mesh`), ``obj`` (the OBJ reader and writer), ``formats``
+(`load_mesh`: a file of any supported format), ``topology`` (`check_closed`), ``mass``
+(`mass_properties`), ``triangles`` (the watertight ray-triangle test), ``bvh`` (`build_bvh`,
+`BVH`), ``raycast`` (`cast_rays`, `cast_rays_brute_force`), ``shapes`` (a textured torus and
+a box made in code).
+"""
+
+from .bvh import BVH, build_bvh, refit
+from .errors import MeshError
+from .formats import load_mesh
+from .mass import MassProperties, mass_properties
+from .obj import read_obj, write_obj
+from .raycast import RayCast, cast_rays, cast_rays_brute_force
+from .record import Mesh
+from .topology import check_closed
+
+__all__ = [
+    "BVH",
+    "RayCast",
+    "build_bvh",
+    "refit",
+    "cast_rays",
+    "cast_rays_brute_force",
+    "Mesh",
+    "MeshError",
+    "MassProperties",
+    "check_closed",
+    "load_mesh",
+    "mass_properties",
+    "read_obj",
+    "write_obj",
+]
