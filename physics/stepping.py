@@ -385,6 +385,19 @@ def _sweep_system(groups, equality) -> SweepSystem:
     return SweepSystem(rows, weighted, delassus, spans, usable, split, exact)
 
 
+def _friction_clamp(impulse: Tensor, bound: Tensor) -> Tensor:
+    """A friction row's accumulated impulse (B, r, 1) clamped to [-bound, bound].
+
+    Where the bound is zero (no friction, or no normal impulse) and the row asks for no impulse
+    either (no slip: a sphere or box moving straight onto a surface, or resting on it), both
+    clamps tie, and torch.maximum and torch.minimum each pass half their gradient to either
+    side: a quarter of it would reach the row's velocity and another the normal impulse, though
+    the impulse stays zero when either moves alone. It gets no gradient there; the values are
+    the clamp's."""
+    clamped = torch.minimum(torch.maximum(impulse, -bound), bound)
+    return torch.where((bound == 0) & (impulse == 0), 0.0, clamped)
+
+
 def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool, system=None):
     """Projected Jacobi sweeps over the bounded groups, each followed by a joint projection.
 
@@ -435,7 +448,7 @@ def _solve(groups, equality, velocity, impulses, iterations: int, relax: bool, s
             updated = torch.addcmul(impulses[index], split, target - row_vel[:, span])
             if group.friction is not None:
                 bound = lower * normal_impulse.index_select(1, group.normal_of)
-                updated = torch.minimum(torch.maximum(updated, -bound), bound)
+                updated = _friction_clamp(updated, bound)
             else:
                 updated = torch.maximum(updated, lower)
                 if upper is not None:

@@ -173,9 +173,13 @@ def test_fast_bodies_reach_thin_shapes_from_afar(monkeypatch):
     counts = _counted_rows(monkeypatch)
     world = _thin_plate_world()
     # The moving bodies' initial velocities. A static body's velocity (a moving surface) is
-    # left out: its gradient through a sphere's contact with a box disagrees with finite
-    # differences on either path (a known bug, not the broadphase's), so comparing the two
-    # paths there says nothing.
+    # left out: at zero, with the dart and the pellet resting on the plate (zero approach, a
+    # gap of round-off), the loss has a kink in the plate's normal velocity (its one-sided
+    # differences are 79.7 and 117.4; the plate moving away leaves them, moving in pushes
+    # them), so its gradient is a branch's that round-off picks, and the two paths, which
+    # differ by round-off, may pick different ones. (Off the kink they agree with each other
+    # and with central differences; see tests/physics/test_gradients.py
+    # ::test_static_box_velocity_through_a_sphere_contact.)
     moving = world.structure.dynamic[None, :, None]
     velocity = world.initial_velocity.clone().requires_grad_()
 

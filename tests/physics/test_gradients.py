@@ -76,6 +76,36 @@ def test_gradient_through_a_bounce():
     )
 
 
+@pytest.mark.parametrize("friction", [0.0, 0.5])
+def test_static_box_velocity_through_a_sphere_contact(friction):
+    """A static plate's velocity (a moving surface) against a sphere that lands on it and
+    stays: the sphere does not slip along y, so where the friction bound is zero (no friction,
+    or no normal impulse once it rests) both clamps of a friction row tie; the gradient must
+    not leak through them. The plate moves into the sphere (-x): at rest, d/dv_x has a kink
+    (moving away, the sphere follows at zero impulse; towards it, the plate pushes)."""
+
+    def loss(velocity):
+        plate = physics.Body(
+            "plate", "box", [0.002, 1.0, 1.0], static=True, position=[1.0, 0, 0.6],
+            friction=friction,
+        )  # fmt: skip
+        pellet = physics.Body(
+            "pellet", "sphere", 0.01, mass=0.02, position=[0.5, -0.2, 0.5],
+            velocity=[5.0, 0, 0.5], friction=friction,
+        )  # fmt: skip
+        spec = physics.WorldSpec(bodies=[plate, pellet], gravity=[0, 0, 0], timestep=0.01)
+        world = physics.build_world(spec, dtype=torch.float64)
+        world.initial_velocity = torch.cat([velocity[None, None], world.initial_velocity[:, 1:]], 1)
+        trajectory = physics.rollout(world, physics.initial_state(world), 20)
+        return (
+            (trajectory.position[-7:] ** 2).sum()
+            + trajectory.linear_velocity.sum()
+            + trajectory.rotation[-1].sum()
+        )
+
+    finite_difference_check(loss, torch.tensor([-0.3, 0.0, 0.0], dtype=torch.float64))
+
+
 @COORDINATES
 def test_gradient_through_a_joint_limit(coordinates):
     """The cart runs into its rail stop (at about 0.1 s) and the pole swings on: initial cart
