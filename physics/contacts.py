@@ -17,22 +17,23 @@ the box of the same extents [2r, 2r, length] (see `physics.collision_pairs`).
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 
 from .contact_box import box_box
 from .contact_box_segment import box_segment
 from .contact_geometry import closest_segment_parameters
-from .math3d import safe_norm
+from .math3d import safe_norm, tangent_basis
 from .world import World
 
 Tensor = torch.Tensor
 
 FAR = 1.0e3  # m: the distance of a padded (invalid) manifold slot
-# A hull meets a plane by its nearest few points in each step: the others near the plane
-# (the facets around a tessellated sphere's lowest vertex) would all be active rows that slow
-# the Jacobi sweeps to a crawl. Four, as a box-box manifold.
-HULL_PLANE_SLOTS = 4
+# A hull meets a plane by a few of its points in each step (`hull_support`): the nearest in
+# each of 8 sectors around the normal, if the step's velocity would bring it within 1 mm.
+HULL_PLANE_SECTORS = 8
+HULL_PLANE_REACH = 1.0e-3  # m
 
 
 @dataclasses.dataclass
@@ -89,25 +90,43 @@ def _plane_part(world: World, position: Tensor, rotation: Tensor) -> tuple:
     normal = _take(rotation, plane)[..., :, 2]
     distance = (normal * (centre - _take(position, plane))).sum(-1) - radius
     point = centre - radius[..., None] * normal
-    rows = world.structure.hull_plane_rows
-    if rows is None:
-        return plane, body, normal, point, distance, None
-    valid = _nearest_hull_points(distance, rows)
-    return plane, body, normal, point, torch.where(valid, distance, FAR), valid
+    return plane, body, normal, point, distance, None
 
 
-def _nearest_hull_points(distance: Tensor, rows: Tensor) -> Tensor:
-    """(B, P) bool: every plane candidate that is not a hull's point, and of each hull-plane
-    pair's points (``rows`` (H, K), -1 padded) the `HULL_PLANE_SLOTS` nearest the plane."""
+def hull_support(gap: Tensor, lever: Tensor, normal: Tensor, rows: Tensor) -> Tensor:
+    """(B, c) bool: every candidate that is not a hull's point and, of each hull-plane pair's
+    points (``rows`` (H, K) candidate indices, -1 padded), the nearest to the plane in each
+    of `HULL_PLANE_SECTORS` sectors around the plane's normal if its gap is under
+    `HULL_PLANE_REACH`: a support spread around the centre of mass (a box's corners, a torus
+    lying flat on its ring) with at most a few rows per pair. Every point of a tessellated
+    sphere within the contact slop of the floor would otherwise be an active row, and many
+    active rows of one body slow the Jacobi sweeps to a crawl.
+
+    Args:
+        gap: (B, c) signed gaps (m): the step passes those its velocity would leave, so a
+            point that comes fast is kept in time;
+        lever: (B, c, 3) contact points less their body's centre of mass;
+        normal: (B, c, 3) the planes' normals.
+    """
     padded = rows < 0
     safe = rows.clamp(min=0)
-    gaps = torch.where(padded, torch.inf, distance.detach()[:, safe])  # (B, H, K)
-    nearest = gaps.topk(min(HULL_PLANE_SLOTS, rows.shape[1]), -1, largest=False).indices
-    chosen = safe.expand(distance.shape[0], -1, -1).gather(-1, nearest).flatten(1)
-    hull = torch.zeros(distance.shape[1], dtype=torch.bool, device=distance.device)
+    batch = gap.shape[0]
+    gaps = torch.where(padded, torch.inf, gap.detach()[:, safe])  # (B, H, K)
+    first, second = tangent_basis(normal.detach())
+    lever = lever.detach()
+    angle = torch.atan2((lever * second).sum(-1), (lever * first).sum(-1))[:, safe]
+    sector = ((angle + math.pi) * (HULL_PLANE_SECTORS / (2 * math.pi))).long()
+    sector = sector.clamp(max=HULL_PLANE_SECTORS - 1)
+    in_sector = sector[..., None] == torch.arange(HULL_PLANE_SECTORS, device=rows.device)
+    keyed = torch.where(in_sector, gaps[..., None], torch.inf)  # (B, H, K, S)
+    best, chosen = keyed.min(-2)  # (B, H, S)
+    chosen = safe.expand(batch, -1, -1).gather(-1, chosen).flatten(1)
+    hull = torch.zeros(gap.shape[1], dtype=torch.bool, device=gap.device)
     hull[safe[~padded]] = True
-    keep = (~hull).expand(distance.shape[0], -1).clone()
-    return keep.scatter(1, chosen, True)
+    # An empty sector's argmin is some point of the hull: it counts nothing (scatter_add).
+    marks = gap.new_zeros(batch, gap.shape[1])
+    marks = marks.scatter_add(1, chosen, torch.isfinite(best).flatten(1).to(marks.dtype))
+    return ~hull | ((marks > 0) & (gap.detach() < HULL_PLANE_REACH))
 
 
 def _segment_part(world: World, position: Tensor, rotation: Tensor) -> tuple:

@@ -39,7 +39,7 @@ from . import broadphase
 from . import joints as joint_geometry
 from .actuators import checked_action, clipped_motor_forces, servo_speeds
 from .articulated import reduced_step
-from .contacts import Contacts, find_contacts
+from .contacts import Contacts, find_contacts, hull_support
 from .inertia import body_moments
 from .math3d import (
     axis_angle_to_matrix,
@@ -284,6 +284,13 @@ def _contact_groups(
     normal_rows = point_rows(contacts.body_a, contacts.body_b, contacts.normal, lever_a, lever_b)
     normal_weighted = mob.weighted(normal_rows)
     approach = row_velocity(normal_rows, velocity)
+    hull_rows = world.structure.hull_plane_rows
+    if hull_rows is not None:
+        # A hull's few points that support it in this step (`physics.contacts.hull_support`).
+        reach = contacts.distance + torch.clamp(approach, max=0.0) * world.timestep
+        support = hull_support(reach, lever_b, contacts.normal, hull_rows)
+        valid = support if contacts.valid is None else contacts.valid & support
+        contacts = dataclasses.replace(contacts, valid=valid)
     left_out = None
     if cut:
         with torch.no_grad():

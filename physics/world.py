@@ -49,7 +49,7 @@ class Structure:
     box_segment_box: Tensor  # (Q,) long
     box_segment_other: Tensor  # (Q,) long
     # (H, K) long: per hull-plane pair, the plane candidates of its points (-1 pads a shorter
-    # hull); the contacts keep the `HULL_PLANE_SLOTS` nearest of each.
+    # hull); the contacts keep a few of each (`physics.contacts.hull_support`).
     hull_plane_rows: Tensor | None = None
     tree: Tree | None = None  # the joint tree when coordinates == "reduced"
 

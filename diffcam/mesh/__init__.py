@@ -6,13 +6,15 @@ reference).
 Modules, one job each: ``record`` (the `Mesh`), ``obj`` (the OBJ reader and writer), ``formats``
 (`load_mesh`: a file of any supported format), ``topology`` (`check_closed`), ``mass``
 (`mass_properties`), ``triangles`` (the watertight ray-triangle test), ``bvh`` (`build_bvh`,
-`BVH`), ``raycast`` (`cast_rays`, `cast_rays_brute_force`), ``shapes`` (a textured torus and
-a box made in code).
+`BVH`), ``raycast`` (`cast_rays`, `cast_rays_brute_force`), ``hull`` (`support_points`: the
+convex hull's vertices a body collides with), ``shapes`` (a textured torus and a box made in
+code).
 """
 
 from .bvh import BVH, build_bvh, refit
 from .errors import MeshError
 from .formats import load_mesh
+from .hull import support_points
 from .mass import MassProperties, mass_properties
 from .obj import read_obj, write_obj
 from .raycast import RayCast, cast_rays, cast_rays_brute_force
@@ -33,5 +35,6 @@ __all__ = [
     "load_mesh",
     "mass_properties",
     "read_obj",
+    "support_points",
     "write_obj",
 ]

@@ -1,12 +1,13 @@
 """Bodies of ``shape = "mesh"``: finding and reading their mesh files, their mass properties,
 and what the physics engine is given for them.
 
-The engine knows no meshes; it is given a stand-in: a box with the body's mass whose principal
-moments are the mesh's, posed at the mesh's centre of mass along its principal axes, that
-takes part in no contacts. The body's state is that stand-in's pose (the centre of mass and
-the principal axes); its drawn mesh is the file's, moved into that frame, so the body looks
-where the file puts it. Mesh contacts are not implemented: a mesh body that would touch
-another body is an error that says so (`check_mesh_contacts`).
+The engine knows no meshes; it is given a convex hull (`physics.Body(shape="hull")`) posed at
+the mesh's centre of mass along its principal axes: its size is the box with the mesh's
+principal moments per kilogram, its points the vertices of the mesh's convex hull
+(`diffcam.mesh.support_points`). It meets planes by those points (exact for the hull) and
+boxes, spheres, capsules, cylinders and other hulls as the box bounding them. The body's state
+is the hull's pose (the centre of mass and the principal axes); its drawn mesh is the file's,
+moved into that frame, so the body looks where the file puts it.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ import numpy as np
 import torch
 
 from ..errors import SceneError
-from ..mesh import Mesh, MeshError, check_closed, load_mesh, mass_properties
+from ..mesh import Mesh, MeshError, check_closed, load_mesh, mass_properties, support_points
 from .paths import MESHES_DIR
 
-__all__ = ["MeshBody", "mesh_body", "physics_standin", "check_mesh_contacts", "resolve_mesh"]
+__all__ = ["MeshBody", "mesh_body", "physics_standin", "resolve_mesh"]
 
 _MIN_EXTENT = 1e-4  # m, the smallest stand-in box side (as the schema's smallest size)
 
@@ -143,6 +144,22 @@ def mesh_body(b: dict, key: str, file: str, base_dir: Path) -> MeshBody:
     return MeshBody(body_mesh, center, axes, volume, moments / volume, str(path))
 
 
+def _hull_points(b: dict, mb: MeshBody) -> np.ndarray:
+    """The body-frame vertices (K, 3) of the mesh's convex hull (m); a `SceneError` naming
+    ``collide`` when they span no volume (a flat card cannot collide as a hull)."""
+    points = support_points(mb.mesh.vertices.numpy())
+    spread = points.max(0) - points.min(0) if len(points) else np.zeros(3)
+    if len(points) < 4 or bool((spread <= 1e-9 * max(float(spread.max()), 1e-30)).any()):
+        raise SceneError(
+            "a mesh body collides by its convex hull, and this mesh's vertices span no volume "
+            "(it is flat or a line)",
+            file=mb.file,
+            key=f"bodies.{b['name']}.collide",
+            accepted="collide = false, or a closed mesh",
+        )
+    return points
+
+
 def _quat_rotation(q: torch.Tensor) -> torch.Tensor:
     """(..., 3, 3) rotation of quaternions q (..., 4) [w, x, y, z] (normalised here)."""
     q = q / q.norm(dim=-1, keepdim=True)
@@ -159,16 +176,20 @@ def _quat_rotation(q: torch.Tensor) -> torch.Tensor:
 
 def physics_standin(b: dict, tensor) -> dict:
     """The `physics.Body` keyword arguments of mesh body ``b`` (validated, with its
-    `MeshBody` under ``"mesh_body"``): a box of the mesh's principal moments, at its centre
-    of mass along its principal axes, that collides with nothing. ``tensor`` converts
-    numbers and tensors to the scene's dtype and device."""
+    `MeshBody` under ``"mesh_body"``): a convex hull of the mesh's vertices and principal
+    moments, at its centre of mass along its principal axes. ``tensor`` converts numbers and
+    tensors to the scene's dtype and device."""
     mb: MeshBody = b["mesh_body"]
     skip = ("texture", "color", "uv_scale", "visible", "mesh", "scale", "smooth", "inertia")
-    skip += ("mesh_body", "shape", "size", "quat", "position", "density", "collide")
+    skip += ("mesh_body", "shape", "size", "quat", "position", "density")
     kw = {k: v for k, v in b.items() if k not in skip}
-    kw["shape"] = "box"
-    kw["size"] = mb.standin_size()
-    kw["collide"] = False
+    size = mb.standin_size()
+    kw["size"] = size
+    if not b.get("collide", True):
+        kw["shape"] = "box"  # the same inertia; it never touches anything
+    else:
+        kw["shape"] = "hull"
+        kw["points"] = (_hull_points(b, mb) / np.asarray(size)).tolist()
     if "density" in b:  # the mesh's volume, not the stand-in box's
         kw["mass"] = tensor(b["density"]) * mb.volume
     R = _quat_rotation(tensor(b.get("quat", [1.0, 0.0, 0.0, 0.0])))
@@ -177,29 +198,3 @@ def physics_standin(b: dict, tensor) -> dict:
     kw["position"] = p + (R @ center.unsqueeze(-1)).squeeze(-1)
     kw["rotation"] = R @ axes
     return kw
-
-
-def check_mesh_contacts(bodies: list[dict], joints: list[dict], file: str) -> None:
-    """A `SceneError` for the first mesh body that could touch another body: one that
-    collides (``collide``, true by default) with a body that collides too, not both static
-    and not joined to it. Mesh contacts are not implemented."""
-    jointed = {frozenset((j["parent"], j["child"])) for j in joints}
-    for a in bodies:
-        if a["shape"] != "mesh" or not a.get("collide", True):
-            continue
-        for other in bodies:
-            if other is a or not other.get("collide", True):
-                continue
-            if a.get("static", False) and other.get("static", False):
-                continue
-            if frozenset((a["name"], other["name"])) in jointed:
-                continue
-            raise SceneError(
-                f"mesh contacts are not implemented: this mesh body would collide with "
-                f"{other['name']!r}",
-                file=file,
-                key=f"bodies.{a['name']}.collide",
-                accepted=f"collide = false on {a['name']!r} (it then passes through other "
-                f"bodies), or collide = false on {other['name']!r}, or a sphere, box, capsule "
-                "or cylinder standing in for the mesh",
-            )

@@ -20,7 +20,7 @@ from physics import rules
 from physics.spec import ModelError
 
 from ..errors import SceneError, did_you_mean
-from .meshes import check_mesh_contacts, mesh_body
+from .meshes import mesh_body
 from .overrides import apply_overrides
 from .schema import (
     BODY_FIELDS,
@@ -109,7 +109,6 @@ def _validate(data: dict, ctx: ParseContext, base_dir: Path) -> SceneConfig:
     camera = _validate_camera(data["camera"], textures, ctx)
     bodies = _validate_bodies(data["bodies"], textures, ctx, base_dir)
     joints = _validate_joints(data.get("joints", []), bodies, ctx)
-    check_mesh_contacts(bodies, joints, ctx.file)
     return SceneConfig(
         file=ctx.file,
         base_dir=base_dir,

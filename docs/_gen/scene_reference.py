@@ -77,9 +77,9 @@ DESCRIBE = {
         "to the scene file, then in `$DIFFCAM_ASSETS`, then among the bundled meshes "
         "(`diffcam/data/meshes/`, e.g. `torus.obj`). A moving mesh body's mass properties "
         "come from the closed mesh (its volume, centre of mass and inertia, for `density` or "
-        "`mass`); its state is the pose of its centre of mass along its principal axes. Mesh "
-        "contacts are not implemented: a mesh body that could touch another body is an "
-        "error until one of them has `collide = false`.",
+        "`mass`); its state is the pose of its centre of mass along its principal axes. It "
+        "collides as its convex hull (against planes by the hull's points, against other "
+        "bodies as the box that bounds the hull); a flat mesh cannot collide.",
         "scale": '`shape = "mesh"` only: scales the mesh about its origin, one number or one '
         "per axis.",
         "smooth": '`shape = "mesh"` only: shade with interpolated normals (the file\'s `vn`, '
