@@ -3,7 +3,7 @@ in reduced coordinates with a batch of two or more.
 
 A small world's compiled step computes less than torch.compile's runtime costs per call: its
 guards, the autograd wrapper and a Python wrapper that allocates and views every buffer. Here
-the step, in its unrolled form (`physics.articulated.unrolled`: every quantity a (B,) tensor,
+the step, in its unrolled form (`physics.articulated.step.unrolled_step`: every quantity a (B,) tensor,
 which Inductor fuses into a few loops over the batch), is exported (`torch.export`, the batch
 axis dynamic) and AOTInductor builds it into a shared library whose C++ runner does that work
 instead. Its reverse-mode derivative is a second library, the step's vector-Jacobian product
@@ -41,7 +41,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import notices
-from .articulated.unrolled import WORLD_FIELDS, unrolled_step, unrolled_vjp
+from .articulated.step import WORLD_FIELDS, unrolled_step, unrolled_vjp
 from .math3d import tracing_for_compilation
 from .state import State
 from .world import TENSOR_FIELDS, World

@@ -28,7 +28,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import ahead_of_time as aot
-from .articulated.unrolled import (
+from .articulated.step import (
     WORLD_FIELDS,
     Lanes,
     body_components,

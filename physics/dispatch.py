@@ -45,7 +45,7 @@ import torch
 
 from . import ahead_of_time as aot
 from . import notices
-from .articulated.unrolled import WORLD_FIELDS
+from .articulated.step import WORLD_FIELDS
 from .state import State
 from .world import TENSOR_FIELDS, World
 

@@ -14,10 +14,11 @@ to round-off). Joint limits and the paper's servos are the constraints: impulses
 coordinates, in joint space, keep the drift from crossing a limit (the coordinate stops at it,
 inelastically) and the stored velocity from pointing through one, and drive a servo's
 coordinate at its wanted speed with a bounded impulse. Per world this is a few hundred flops
-instead of the maximal engine's constraint systems. Two forms of the same step: `reduced_step`
-on batched (B, 3) and (B, 3, 3) tensors, the eager reference, and `unrolled.unrolled_step` on
-per-world scalars, which a compiler fuses into a few loops over the batch (what
-`physics.ahead_of_time` builds); the tests hold them to round-off.
+instead of the maximal engine's constraint systems. The step is written once
+(`physics.articulated.step`) and runs in two forms: `reduced_step` on vectors and matrices held
+whole ((B, 3) and (B, 3, 3) tensors), the eager form, and `step.unrolled_step` on per-world
+scalars, which a compiler fuses into a few loops over the batch (what `physics.ahead_of_time`
+builds). The maximal engine, analytic solutions and an ODE integrator are its references.
 
 The State stays the maximal one (body poses and velocities). Each step reads q from it as
 `physics.joint_positions` defines it (zero in the initial configuration) and q' as the joint

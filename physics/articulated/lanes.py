@@ -74,6 +74,10 @@ class Mat:
         """The columns of a (..., 3, 3) tensor."""
         return Mat(*(Vec.of(tensor[..., :, k]) for k in range(3)))
 
+    @staticmethod
+    def from_columns(c0: Vec, c1: Vec, c2: Vec) -> Mat:
+        return Mat(c0, c1, c2)
+
     def columns(self) -> tuple[Vec, Vec, Vec]:
         return (self.c0, self.c1, self.c2)
 

@@ -1,6 +1,7 @@
-"""The reduced step unrolled into per-world scalars (`physics.articulated.unrolled`), the form
-that is built ahead of time, against the batched reduced step (the eager reference): the same
-states and gradients to round-off on models that use every part of it."""
+"""The reduced step's two forms, from one source (`physics.articulated.step`): on per-world
+scalars (`unrolled_step`, the form built ahead of time) and on whole (B, 3) and (B, 3, 3)
+tensors (`reduced_step`, the eager form): the same states and gradients to round-off on models
+that use every part of the step (the two algebras, `lanes` and `packed`, agree)."""
 
 import math
 
@@ -11,7 +12,7 @@ import diffcam
 import physics
 from physics import ahead_of_time
 from physics.articulated import reduced_step
-from physics.articulated.unrolled import WORLD_FIELDS, unrolled_step
+from physics.articulated.step import WORLD_FIELDS, unrolled_step
 from physics.world import TENSOR_FIELDS
 from tests.physics import models
 
