@@ -17,11 +17,6 @@ import torch
 Tensor = torch.Tensor
 
 
-def _lift(factor: Tensor | float) -> Tensor | float:
-    """A scalar per world ((B,) or (1,) tensor, or a number) as a factor of (B, 3) tensors."""
-    return factor[..., None] if isinstance(factor, Tensor) else factor
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class PackedVec:
     """A 3-vector: ``value`` (B, 3) or (1, 3)."""
@@ -59,7 +54,9 @@ class PackedVec:
         return PackedVec(-self.value)
 
     def scale(self, factor: Tensor | float) -> PackedVec:
-        return PackedVec(self.value * _lift(factor))
+        if isinstance(factor, Tensor):
+            return PackedVec(self.value * factor[..., None])
+        return PackedVec(self.value * factor)
 
     def times(self, factors: PackedVec) -> PackedVec:
         """Componentwise product (a diagonal matrix times the vector)."""
@@ -69,8 +66,7 @@ class PackedVec:
         return (self.value * other.value).sum(-1)
 
     def cross(self, other: PackedVec) -> PackedVec:
-        a, b = torch.broadcast_tensors(self.value, other.value)
-        return PackedVec(torch.linalg.cross(a, b))
+        return PackedVec(torch.linalg.cross(self.value, other.value))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
