@@ -320,6 +320,14 @@ def icosphere(radius: float, subdivisions: int = 2) -> Mesh:
     return Mesh(v, torch.tensor(faces, dtype=torch.long))
 
 
+def falling_scene(tmp_path, bodies: str) -> diffcam.Scene:
+    """`SCENE` under gravity, with `FLOOR` and ``bodies`` (TOML), in float64."""
+    path = tmp_path / "scene.toml"
+    text = SCENE.replace("gravity = [0.0, 0.0, 0.0]", "gravity = [0.0, 0.0, -9.81]")
+    path.write_text(text + FLOOR + bodies)
+    return diffcam.load_scene(path, dtype=torch.float64)
+
+
 def _apexes(z: torch.Tensor) -> list[float]:
     """The heights (m) of the start and of every local maximum of a (T,) height curve."""
     z = z.tolist()
@@ -341,10 +349,7 @@ def test_sphere_mesh_bounces_as_the_sphere_body(tmp_path, restitution):
         f'[[bodies]]\nname = "ball"\nshape = "sphere"\nsize = {radius}\n{common}'
         f"position = [0.5, 0.0, {1.0 + radius}]\n"
     )
-    path = tmp_path / "scene.toml"
-    text = SCENE.replace("gravity = [0.0, 0.0, 0.0]", "gravity = [0.0, 0.0, -9.81]")
-    path.write_text(text + FLOOR + bodies)
-    scene = diffcam.load_scene(path, dtype=torch.float64)
+    scene = falling_scene(tmp_path, bodies)
     trajectory = scene.rollout(300)
     z = {
         name: trajectory.position[:, 0, scene.body_names.index(name), 2]
@@ -383,10 +388,7 @@ mesh = "cube.obj"
 mass = 1.0
 position = [2.0, 0.0, 0.4]
 """
-    path = tmp_path / "scene.toml"
-    text = SCENE.replace("gravity = [0.0, 0.0, 0.0]", "gravity = [0.0, 0.0, -9.81]")
-    path.write_text(text + FLOOR + bodies)
-    scene = diffcam.load_scene(path, dtype=torch.float64)
+    scene = falling_scene(tmp_path, bodies)
     trajectory = scene.rollout(1000)
     for name, where in (("on_floor", [0.0, 0.0, 0.1]), ("on_box", [2.0, 0.0, 0.4])):
         position = trajectory.position[:, 0, scene.body_names.index(name)]
