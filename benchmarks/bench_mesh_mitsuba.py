@@ -20,7 +20,7 @@ Cases (one JSON line each, `benchmarks/results/mesh_mitsuba.jsonl` with ``--reco
 - ``timing``: forward+backward of ``mean(image * ramp)`` (ramp = row/H + col/W) at 288 x 96,
   1 sample per pixel. diffcam: B = 64 views (cameras on an arc) of the torus in one call,
   gradients to the pose (rotation and position) and the texture, default antialiased edges
-  (so the pose gradient sees silhouettes). Mitsuba: one image with gradients to the vertex
+  (so the pose gradient sees silhouettes); also B = 1 (the first view). Mitsuba: one image with gradients to the vertex
   positions and the texture (``direct_projective``: silhouette terms, as diffcam's edges),
   one image with the texture's only (``prb``), and the 64 views in one call (its ``batch``
   sensor; texture only: Mitsuba cannot batch the vertex positions per view). Both on
@@ -166,9 +166,9 @@ def run_peer(python: str, spec: dict, workdir: Path) -> dict:
     done = subprocess.run([python, str(PEER), str(path)], capture_output=True, text=True,
                           timeout=3600)  # fmt: skip
     lines = done.stdout.strip().splitlines()
-    if done.returncode or not lines:
-        raise RuntimeError(f"the Mitsuba peer failed:\n{done.stderr[-3000:]}")
-    return json.loads(lines[-1])
+    if done.returncode or not lines or "{" not in lines[-1]:
+        raise RuntimeError(f"the Mitsuba peer failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+    return json.loads(lines[-1][lines[-1].index("{") :])  # after any terminal colour codes
 
 
 def agreement(ours: diffcam.RenderBuffers, theirs: np.ndarray) -> dict:
@@ -205,10 +205,10 @@ def timed(fn, repeats: int) -> tuple[float, float]:
     return 1e3 * statistics.median(times), first
 
 
-def diffcam_timing(case: Case, repeats: int) -> dict:
-    """Forward+backward of B = 64 views of ``case`` to the pose and the texture."""
+def diffcam_timing(case: Case, repeats: int, batch: int = BATCH) -> dict:
+    """Forward+backward of ``batch`` views of ``case`` to the pose and the texture."""
     width, height = TIMING_SIZE
-    views = arc_views(case.view, BATCH)
+    views = arc_views(case.view, batch) if batch > 1 else [case.view]
     camera = diffcam.PinholeCamera.look_at(
         torch.tensor([v.eye for v in views]), torch.tensor([v.target for v in views]),
         torch.tensor([v.up for v in views]), case.view.fov_y_deg, width, height,
@@ -237,10 +237,10 @@ def diffcam_timing(case: Case, repeats: int) -> dict:
     f_ms, _ = timed(forward, repeats)
     _, position_grad, texture_grad = forward_backward()
     return {
-        "ours_views": BATCH,
+        "ours_views": batch,
         "ours_forward_ms": round(f_ms, 1),
         "ours_forward_backward_ms": round(fb_ms, 1),
-        "ours_forward_backward_ms_per_image": round(fb_ms / BATCH, 2),
+        "ours_forward_backward_ms_per_image": round(fb_ms / batch, 2),
         "ours_first_forward_backward_s": round(fb_first, 2),
         "ours_position_grad": [round(float(x), 6) for x in position_grad.view(-1)],
         "ours_texture_grad_abs_sum": round(float(texture_grad.abs().sum()), 6),
@@ -278,6 +278,7 @@ def main():
                 timing = {"views": BATCH, "size": list(TIMING_SIZE), "repeats": args.repeats,
                           "batch_views": [v.as_json() for v in arc_views(case.view, BATCH)]}  # fmt: skip
             ours_timing = diffcam_timing(case, args.repeats) if timing else None
+            ours_one = diffcam_timing(case, args.repeats, batch=1) if timing else None
             out = workdir / case.name
             out.mkdir()
             spec = {
@@ -308,6 +309,7 @@ def main():
                     "bench": "mesh_mitsuba", "case": "timing", "mesh": case.name,
                     "triangles": case.mesh.num_faces, "W": TIMING_SIZE[0], "H": TIMING_SIZE[1],
                     "threads": args.threads, **ours_timing,
+                    "ours_b1_forward_backward_ms": ours_one["ours_forward_backward_ms"],
                     "mitsuba_pose_texture_fb_ms_per_image": per_image,
                     "mitsuba_pose_texture_fb_ms_x64": round(64 * per_image, 1),
                     "mitsuba_texture_fb_ms_per_image": peer["texture_fb_ms"],
