@@ -25,7 +25,8 @@ Cases (one JSON line each, `benchmarks/results/mesh_mitsuba.jsonl` with ``--reco
   one image with the texture's only (``prb``), and the 64 views in one call (its ``batch``
   sensor; texture only: Mitsuba cannot batch the vertex positions per view). Both on
   ``--threads`` threads (torch's, drjit's). Medians of ``--repeats`` after warm-ups (Mitsuba's
-  first call JIT-compiles: reported apart).
+  first call JIT-compiles: reported apart), in ``--rounds`` rounds that take turns (one
+  ``timing_round`` line each; ``timing``: the medians over the rounds and their ratios).
 
 Mitsuba runs in the peers' venv as a subprocess; diffcam never imports it.
 """
@@ -205,8 +206,9 @@ def timed(fn, repeats: int) -> tuple[float, float]:
     return 1e3 * statistics.median(times), first
 
 
-def diffcam_timing(case: Case, repeats: int, batch: int = BATCH) -> dict:
-    """Forward+backward of ``batch`` views of ``case`` to the pose and the texture."""
+def diffcam_timing(case: Case, repeats: int, batch: int = BATCH, forward: bool = True) -> dict:
+    """Forward+backward of ``batch`` views of ``case`` to the pose and the texture (ms), and
+    with ``forward`` the forward alone (no grad)."""
     width, height = TIMING_SIZE
     views = arc_views(case.view, batch) if batch > 1 else [case.view]
     camera = diffcam.PinholeCamera.look_at(
@@ -227,18 +229,18 @@ def diffcam_timing(case: Case, repeats: int, batch: int = BATCH) -> dict:
         (image * ramp).mean().backward()
         return rotation.grad, position.grad, texture.grad
 
-    def forward():
+    def forward_only():
         prim = diffcam.Primitive("mesh", mesh=case.mesh, texture=case.texture, mesh_shape=shape)
         with torch.no_grad():
             diffcam.render(camera, [prim], case.rotation.view(1, 1, 3, 3),
                            case.position.view(1, 1, 3), background=torch.zeros(3))  # fmt: skip
 
     fb_ms, fb_first = timed(forward_backward, repeats)
-    f_ms, _ = timed(forward, repeats)
+    f_ms = timed(forward_only, repeats)[0] if forward else None
     _, position_grad, texture_grad = forward_backward()
     return {
         "ours_views": batch,
-        "ours_forward_ms": round(f_ms, 1),
+        "ours_forward_ms": None if f_ms is None else round(f_ms, 1),
         "ours_forward_backward_ms": round(fb_ms, 1),
         "ours_forward_backward_ms_per_image": round(fb_ms / batch, 2),
         "ours_first_forward_backward_s": round(fb_first, 2),
@@ -255,6 +257,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3, help="timing rounds, in turn")
     parser.add_argument("--spp", type=int, default=256, help="Mitsuba's samples per pixel")
     parser.add_argument("--peers-python", default="/work/peers_venv/bin/python")
     parser.add_argument("--save-images", type=Path, default=None)
@@ -263,33 +266,13 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     RECORD.enable(args.record, note=args.note)
-    load_start = load_average()
     with tempfile.TemporaryDirectory(prefix="bench-mesh-mitsuba-") as tmp:
         workdir = Path(tmp)
         for case in cases():
-            obj = workdir / f"{case.name}.obj"
-            write_obj(case.mesh, obj)
-            texture = None
-            if case.texture is not None:
-                texture = str(workdir / f"{case.name}_texture.npy")
-                np.save(texture, case.texture.permute(1, 2, 0).numpy().astype(np.float32))
-            timing = None
-            if case.texture is not None and not args.no_timing:
-                timing = {"views": BATCH, "size": list(TIMING_SIZE), "repeats": args.repeats,
-                          "batch_views": [v.as_json() for v in arc_views(case.view, BATCH)]}  # fmt: skip
-            ours_timing = diffcam_timing(case, args.repeats) if timing else None
-            ours_one = diffcam_timing(case, args.repeats, batch=1) if timing else None
-            out = workdir / case.name
-            out.mkdir()
-            spec = {
-                "obj": str(obj), "texture": texture, "color": list(case.color),
-                "to_world": to_world(case), "views": [case.view.as_json()],
-                "sizes": [list(s) for s in SIZES], "quality_spp": args.spp,
-                "out_dir": str(out), "timing": timing, "threads": args.threads,
-            }  # fmt: skip
-            peer = run_peer(args.peers_python, spec, workdir)
+            spec = peer_spec(case, workdir, args)
+            run_peer(args.peers_python, spec, workdir)
             for width, height in SIZES:
-                theirs = np.load(out / f"{width}x{height}_0.npy")
+                theirs = np.load(Path(spec["out_dir"]) / f"{width}x{height}_0.npy")
                 ours = diffcam_render(case, width, height)
                 if args.save_images is not None:
                     save_pair(args.save_images, f"{case.name}_{width}x{height}", ours, theirs)
@@ -303,26 +286,74 @@ def main():
                     "supersample4_iou": ss4["iou"],
                     "supersample4_color_mae_silhouettes": ss4["color_mae_silhouettes"],
                 })  # fmt: skip
-            if timing:
-                per_image = peer["pose_texture_fb_ms"]
-                RECORD.emit({
-                    "bench": "mesh_mitsuba", "case": "timing", "mesh": case.name,
-                    "triangles": case.mesh.num_faces, "W": TIMING_SIZE[0], "H": TIMING_SIZE[1],
-                    "threads": args.threads, **ours_timing,
-                    "ours_b1_forward_backward_ms": ours_one["ours_forward_backward_ms"],
-                    "mitsuba_pose_texture_fb_ms_per_image": per_image,
-                    "mitsuba_pose_texture_fb_ms_x64": round(64 * per_image, 1),
-                    "mitsuba_texture_fb_ms_per_image": peer["texture_fb_ms"],
-                    "mitsuba_batch64_texture_fb_ms": peer["batch_texture_fb_ms"],
-                    "mitsuba_first_calls_s": [peer["texture_fb_first_s"],
-                                              peer["pose_texture_fb_first_s"],
-                                              peer["batch_texture_fb_first_s"]],
-                    "ratio_ours_b64_to_mitsuba_pose_texture_x64": round(
-                        ours_timing["ours_forward_backward_ms"] / (64 * per_image), 2),
-                    "mitsuba_version": peer["version"], "mitsuba_variant": peer["variant"],
-                    "mitsuba_threads": peer["threads"],
-                    "load_average": [load_start, load_average()],
-                })  # fmt: skip
+            if case.texture is not None and not args.no_timing:
+                timing_rounds(case, spec, workdir, args)
+
+
+def peer_spec(case: Case, workdir: Path, args) -> dict:
+    """The Mitsuba peer's spec for ``case``: its OBJ and texture written to ``workdir``, the
+    agreement images asked for (no timing)."""
+    obj = workdir / f"{case.name}.obj"
+    write_obj(case.mesh, obj)
+    texture = None
+    if case.texture is not None:
+        texture = str(workdir / f"{case.name}_texture.npy")
+        np.save(texture, case.texture.permute(1, 2, 0).numpy().astype(np.float32))
+    out = workdir / case.name
+    out.mkdir()
+    return {
+        "obj": str(obj), "texture": texture, "color": list(case.color),
+        "to_world": to_world(case), "views": [case.view.as_json()],
+        "sizes": [list(s) for s in SIZES], "quality_spp": args.spp,
+        "out_dir": str(out), "timing": None, "threads": args.threads,
+    }  # fmt: skip
+
+
+def timing_rounds(case: Case, spec: dict, workdir: Path, args) -> None:
+    """diffcam's and Mitsuba's timings in turn, ``args.rounds`` times (this machine's speed
+    drifts over minutes, and other jobs share it): one line per round, then the medians over
+    the rounds and their ratio."""
+    timing = {"views": BATCH, "size": list(TIMING_SIZE), "repeats": args.repeats,
+              "batch_views": [v.as_json() for v in arc_views(case.view, BATCH)]}  # fmt: skip
+    spec = {**spec, "sizes": [], "timing": timing}  # no agreement images this time
+    rounds = []
+    for k in range(args.rounds):
+        load_start = load_average()
+        ours = diffcam_timing(case, args.repeats, forward=k == 0)
+        ours_one = diffcam_timing(case, args.repeats, batch=1, forward=False)
+        peer = run_peer(args.peers_python, spec, workdir)
+        per_image = peer["pose_texture_fb_ms"]
+        rounds.append(RECORD.emit({
+            "bench": "mesh_mitsuba", "case": "timing_round", "round": k, "mesh": case.name,
+            "triangles": case.mesh.num_faces, "W": TIMING_SIZE[0], "H": TIMING_SIZE[1],
+            "threads": args.threads, **ours,
+            "ours_b1_forward_backward_ms": ours_one["ours_forward_backward_ms"],
+            "mitsuba_pose_texture_fb_ms_per_image": per_image,
+            "mitsuba_texture_fb_ms_per_image": peer["texture_fb_ms"],
+            "mitsuba_batch64_texture_fb_ms": peer["batch_texture_fb_ms"],
+            "mitsuba_first_calls_s": [peer["texture_fb_first_s"], peer["pose_texture_fb_first_s"],
+                                      peer["batch_texture_fb_first_s"]],
+            "mitsuba_version": peer["version"], "mitsuba_variant": peer["variant"],
+            "mitsuba_threads": peer["threads"], "load_average": [load_start, load_average()],
+        }))  # fmt: skip
+
+    def median(key):
+        return round(statistics.median(r[key] for r in rounds), 1)
+
+    ours_ms = median("ours_forward_backward_ms")
+    mitsuba_ms = median("mitsuba_pose_texture_fb_ms_per_image")
+    batch_ms = median("mitsuba_batch64_texture_fb_ms")
+    RECORD.emit({
+        "bench": "mesh_mitsuba", "case": "timing", "rounds": args.rounds, "mesh": case.name,
+        "ours_b64_forward_backward_ms": ours_ms,
+        "ours_b1_forward_backward_ms": median("ours_b1_forward_backward_ms"),
+        "mitsuba_pose_texture_fb_ms_per_image": mitsuba_ms,
+        "mitsuba_pose_texture_fb_ms_x64": round(64 * mitsuba_ms, 1),
+        "mitsuba_texture_fb_ms_per_image": median("mitsuba_texture_fb_ms_per_image"),
+        "mitsuba_batch64_texture_fb_ms": batch_ms,
+        "ratio_ours_b64_to_mitsuba_pose_texture_x64": round(ours_ms / (64 * mitsuba_ms), 2),
+        "ratio_ours_b64_to_mitsuba_batch64_texture": round(ours_ms / batch_ms, 2),
+    })  # fmt: skip
 
 
 def save_pair(folder: Path, name: str, ours: diffcam.RenderBuffers, theirs: np.ndarray) -> None:
