@@ -7,7 +7,8 @@ Mitsuba is installed); the project never imports Mitsuba. Reads a JSON spec (arg
      "color": [r, g, b] when no texture, "to_world": 4x4 world_from_mesh,
      "views": [{"eye", "target", "up", "fov_y_deg"}, ...], "sizes": [[W, H], ...],
      "quality_spp": n, "out_dir": path, "threads": drjit's thread count,
-     "timing": {"views": B, "size": [W, H], "repeats": r, "batch_views": [view, ...]} or null}
+     "timing": {"views": B, "size": [W, H], "repeats": r, "batch_views": [view, ...]} or null,
+     "gradient": {"size": [W, H], "spp": n, "seeds": k} or null}
 
 The mesh is an area emitter whose radiance is the texture (``raw``: linear values, as given)
 on an opaque black BSDF, so a pixel's value is the texture at the surface it sees: diffcam's
@@ -22,9 +23,15 @@ row/H + col/W), 1 spp:
   - ``texture_fb_ms``: one image, ``prb``, gradient to the texture;
   - ``pose_texture_fb_ms``: one image, ``direct_projective`` (silhouette terms), gradients
     to the mesh's vertex positions (any pose's gradient follows from them) and the texture;
+    each call sets the texture and the vertices afresh, as an optimisation step would
+    (`Leaves`);
   - ``batch_texture_fb_ms``: the B views in one call (Mitsuba's ``batch`` sensor), ``prb``,
     gradient to the texture (Mitsuba cannot batch vertex positions per view).
-Prints one JSON line.
+With ``gradient``: the gradient of the same loss (first view, ``direct_projective``) to a
+translation of the mesh (the sum of its vertices' gradients) and to the texture, averaged over
+``seeds`` renders of ``spp`` samples per pixel: ``translation_grad`` and its standard error
+``translation_grad_stderr``; the texture's gradient in ``<out_dir>/texture_grad.npy``
+(Ht, Wt, 3). Prints one JSON line.
 """
 
 import json
@@ -110,22 +117,45 @@ def ramp(width, height, batch=1):
     return mi.TensorXf(r[..., None].repeat(3, 2).astype(np.float32))
 
 
+TEXTURE, VERTICES = "mesh.emitter.radiance.data", "mesh.vertex_positions"
+
+
+class Leaves:
+    """The parameters a step differentiates, set afresh before each render, as an optimisation
+    step sets them: the texture, and the vertex positions (a pose moves them; Mitsuba rebuilds
+    its BVH). Setting the texture every time is also needed: ``direct_projective`` propagates
+    no texture gradient after its first backward pass otherwise (the texture's gradient stayed
+    at the first call's value, while ``prb``'s changed with the seed)."""
+
+    def __init__(self, params, with_vertices):
+        self.params = params
+        self.texture = params[TEXTURE].numpy().copy()
+        self.vertices = params[VERTICES].numpy().copy() if with_vertices else None
+
+    def set(self):
+        self.params[TEXTURE] = mi.TensorXf(self.texture)
+        dr.enable_grad(self.params[TEXTURE])
+        if self.vertices is not None:
+            self.params[VERTICES] = mi.Float(self.vertices)
+            dr.enable_grad(self.params[VERTICES])
+        self.params.update()
+
+    def grads(self):
+        keys = [TEXTURE] + ([VERTICES] if self.vertices is not None else [])
+        return [dr.grad(self.params[key]) for key in keys]
+
+
 def time_one(spec, integrator, with_vertices, repeats):
     width, height = spec["timing"]["size"]
     scene = scene_with(spec, sensor(spec["views"][0], (width, height)), integrator)
-    params = mi.traverse(scene)
-    keys = ["mesh.emitter.radiance.data"] + (["mesh.vertex_positions"] if with_vertices else [])
-    for key in keys:
-        dr.enable_grad(params[key])
-    params.update()
+    leaves = Leaves(mi.traverse(scene), with_vertices)
     weight = ramp(width, height)
 
     def forward_backward():
-        for key in keys:
-            dr.clear_grad(params[key])
-        image = mi.render(scene, params, spp=1, seed=0)
+        leaves.set()
+        image = mi.render(scene, leaves.params, spp=1, seed=0)
         dr.backward(dr.mean(image * weight, axis=None))
-        grads = [dr.grad(params[key]) for key in keys]
+        grads = leaves.grads()
         dr.eval(grads)
         dr.sync_thread()
         return grads
@@ -143,21 +173,38 @@ def time_batch(spec, repeats):
                                              "height": height, "rfilter": {"type": "box"}}}  # fmt: skip
     sensor_dict.update({f"view{i}": sensor(v, (width, height)) for i, v in enumerate(views)})
     scene = scene_with(spec, sensor_dict, {"type": "prb", "max_depth": 1})
-    params = mi.traverse(scene)
-    key = "mesh.emitter.radiance.data"
-    dr.enable_grad(params[key])
-    params.update()
+    leaves = Leaves(mi.traverse(scene), False)
     weight = ramp(width, height, batch)
 
     def forward_backward():
-        dr.clear_grad(params[key])
-        image = mi.render(scene, params, spp=1, seed=0)
+        leaves.set()
+        image = mi.render(scene, leaves.params, spp=1, seed=0)
         dr.backward(dr.mean(image * weight, axis=None))
-        grad = dr.grad(params[key])
+        grad = leaves.grads()
         dr.eval(grad)
         dr.sync_thread()
 
     return timed(forward_backward, repeats)
+
+
+def gradients(spec):
+    width, height = spec["gradient"]["size"]
+    projective = {"type": "direct_projective", "max_depth": 1, "sppi": 0}
+    scene = scene_with(spec, sensor(spec["views"][0], (width, height)), projective)
+    leaves = Leaves(mi.traverse(scene), True)
+    weight = ramp(width, height)
+    translations, textures = [], []
+    for seed in range(spec["gradient"]["seeds"]):
+        leaves.set()
+        image = mi.render(scene, leaves.params, spp=spec["gradient"]["spp"], seed=seed)
+        dr.backward(dr.mean(image * weight, axis=None))
+        texture, vertices = (g.numpy() for g in leaves.grads())
+        translations.append(vertices.reshape(-1, 3).sum(0, dtype=np.float64))
+        textures.append(texture.astype(np.float64))
+    t = np.array(translations)
+    np.save(Path(spec["out_dir"]) / "texture_grad.npy", np.mean(textures, 0).astype(np.float32))
+    return {"translation_grad": t.mean(0).tolist(),
+            "translation_grad_stderr": (t.std(0, ddof=1) / np.sqrt(len(t))).tolist()}  # fmt: skip
 
 
 def main():
@@ -179,6 +226,8 @@ def main():
                    vertex_grad_abs_sum=sums[1])  # fmt: skip
         ms, first = time_batch(spec, repeats)
         out.update(batch_texture_fb_ms=round(ms, 1), batch_texture_fb_first_s=round(first, 2))
+    if spec.get("gradient"):
+        out.update(gradients(spec))
     out["total_s"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(out))
 
