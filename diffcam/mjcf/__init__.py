@@ -1,4 +1,4 @@
-"""MJCF import: MuJoCo XML models made of primitives as diffcam scenes.
+"""MJCF import: MuJoCo XML models made of primitives and meshes as diffcam scenes.
 
 ::
 
@@ -12,8 +12,9 @@ motors, the camera) is in `diffcam.mjcf.convert`'s docstring. Actions: a MuJoCo 
 becomes a force motor whose action is the force ``gear * ctrl`` (``MJCFImport.actuators`` lists
 the gears, in MuJoCo's actuator order, which is also the scene's).
 
-Anything diffcam cannot represent (meshes, tendons, equality constraints, explicit inertias,
-several joints in one body, armature, ...) raises `MJCFError` (a `diffcam.SceneError`) naming
+``<asset><mesh file=...>`` geoms (OBJ, or STL through the ``mesh`` extra) become mesh bodies
+(`diffcam.mjcf.meshes`). Anything diffcam cannot represent (tendons, equality constraints,
+explicit inertias, several joints in one body, armature, inline mesh data, ...) raises `MJCFError` (a `diffcam.SceneError`) naming
 the element's XML path and line; malformed XML too. What is merely ignored (sites, lights,
 sensors, solver tuning) is listed in ``MJCFImport.notes``.
 """
@@ -41,12 +42,16 @@ __all__ = [
 def import_mjcf(path: str | Path) -> MJCFImport:
     """Convert an MJCF file into a scene description (`MJCFImport`: ``config``, ``notes``,
     ``actuators``, ``bodies``, ``joints``). Raises `MJCFError`."""
-    return convert_mjcf(read_mjcf_file(path), str(path))
+    return convert_mjcf(read_mjcf_file(path), str(path), Path(path).resolve().parent)
 
 
-def import_mjcf_string(text: str, file: str = "<string>") -> MJCFImport:
-    """`import_mjcf` of MJCF text (``file`` names it in error messages)."""
-    return convert_mjcf(parse_mjcf_text(text, file=file), file)
+def import_mjcf_string(
+    text: str, file: str = "<string>", base_dir: str | Path | None = None
+) -> MJCFImport:
+    """`import_mjcf` of MJCF text (``file`` names it in error messages); mesh files are found
+    relative to ``base_dir`` (default: the current directory), as if the model were there."""
+    model_dir = Path(base_dir if base_dir is not None else Path.cwd()).resolve()
+    return convert_mjcf(parse_mjcf_text(text, file=file), file, model_dir)
 
 
 def read_mjcf(path: str | Path) -> dict:

@@ -67,10 +67,14 @@ def default_camera_table(ctx: ConversionContext) -> dict:
         b = p.body
         if b["shape"] == "plane":
             continue
-        size = b["size"]
-        reach = size if b["shape"] == "sphere" else (
-            0.5 * float(np.linalg.norm(size)) if b["shape"] == "box" else size[0] + 0.5 * size[1]
-        )  # fmt: skip
+        if b["shape"] == "mesh":
+            reach = p.mesh_reach
+        else:
+            size = b["size"]
+            reach = size if b["shape"] == "sphere" else (
+                0.5 * float(np.linalg.norm(size)) if b["shape"] == "box"
+                else size[0] + 0.5 * size[1]
+            )  # fmt: skip
         centre = np.asarray(b["position"])
         lo, hi = np.minimum(lo, centre - reach), np.maximum(hi, centre + reach)
     if not np.isfinite(lo).all():

@@ -38,6 +38,11 @@ def set_collide_flags(ctx: ConversionContext) -> None:
             "friction coefficients (MuJoCo: soft constraints, the maximum); cylinders collide "
             "with planes by their rims and with other shapes as their bounding box"
         )
+    if any(p.body["shape"] == "mesh" for p in flagged):
+        ctx.note(
+            "meshes collide by their convex hulls, as in MuJoCo: exactly with planes, and as "
+            "the box bounding the hull with other shapes"
+        )
 
 
 def check_contact_sections(ctx: ConversionContext, nodes: list[Node]) -> None:

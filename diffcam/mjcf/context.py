@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from .attributes import AttributeReader
 from .xmltree import Node
@@ -19,19 +20,26 @@ class Part:
     conaffinity: int
     mjcf_body: str  # the MJCF body it belongs to ("world" for a geom of <worldbody>)
     node: Node
+    # a mesh: the farthest vertex from the file's origin, the body's position (m)
+    mesh_reach: float | None = None
 
 
 class ConversionContext(AttributeReader):
     """Everything the conversion stages share while converting one MJCF tree."""
 
-    def __init__(self, root: Node, file: str):
+    def __init__(self, root: Node, file: str, model_dir: Path):
         super().__init__(file)
         self.root = root
+        # the model file's directory: <compiler meshdir / assetdir> are relative to it
+        self.model_dir = model_dir
         # <compiler> settings (MuJoCo's defaults until read).
         self.degrees = True
         self.eulerseq = "xyz"
         self.inertiafromgeom = "auto"
         self.autolimits = True
+        self.meshdir: str | None = None
+        self.assetdir: str | None = None
+        self.strippath = False
         # <option> settings.
         self.timestep = 0.002
         self.gravity = [0.0, 0.0, -9.81]
@@ -43,6 +51,8 @@ class ConversionContext(AttributeReader):
         self.defaults: dict[str, dict[str, dict]] = {"main": {}}
         # <asset><material> name -> rgba.
         self.materials: dict[str, list[float]] = {}
+        # <asset><mesh> name -> MeshAsset (diffcam.mjcf.meshes)
+        self.meshes: dict = {}
         # What the tree converts to.
         self.parts: list[Part] = []
         self.joints: list[dict] = []

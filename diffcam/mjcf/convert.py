@@ -10,6 +10,11 @@ A diffcam body has one shape and its centre of mass at the shape's centre, so:
   ``[2a, 2b, 2c]``; capsule / cylinder ``size="r h"`` (half-length h) or ``fromto`` ->
   ``[r, 2h]`` along body z; sphere ``size="r"`` -> ``r``; plane ``size="x y spacing"`` ->
   drawn extent ``[2x, 2y]``).
+- meshes: a ``type="mesh"`` geom becomes a ``shape = "mesh"`` body of the asset's file
+  (absolute path, found through ``<compiler meshdir / assetdir>``) and ``scale``, posed by the
+  geom's pos and orientation; the scene moves its frame to the mesh's centre of mass and
+  principal axes, as MuJoCo does, and it collides by its convex hull, as in MuJoCo
+  (`diffcam.mjcf.meshes`).
 - masses: geom ``mass``, else ``density`` (default 1000) times the volume.
 - a body's ``<joint>`` (hinge, slide, ball) joins its first geom's body to its parent's first
   geom's body (or to the world); a jointless body is welded to its parent (fixed joint), or
@@ -27,8 +32,8 @@ solver tuning) are ignored and listed in `MJCFImport.notes`. Anything else that 
 represent raises `MJCFError` naming the element's XML path.
 
 This module assembles the scene; each stage has its own module: `settings` (``<compiler>``,
-``<option>``), `defaults` (``<default>`` classes), `assets` (material colours), `bodies` (the
-body tree), `geoms` / `geom_sizes` / `mass` (a geom to a scene body), `joints`, `actuators`,
+``<option>``), `defaults` (``<default>`` classes), `assets` (material colours and `meshes`),
+`bodies` (the body tree), `geoms` / `geom_sizes` / `mass` / `meshes` (a geom to a scene body), `joints`, `actuators`,
 `contacts`, `camera` (camera and light) and `world`; `supported` lists what is handled, ignored
 or refused, and `context` holds the state the stages share.
 """
@@ -36,6 +41,7 @@ or refused, and `context` holds the state the stages share.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .actuators import order_motors, read_actuators
 from .assets import read_assets
@@ -78,9 +84,10 @@ class MJCFImport:
     geoms: dict[str, str] = field(default_factory=dict)
 
 
-def convert_mjcf(root: Node, file: str) -> MJCFImport:
-    """The scene of a parsed MJCF tree (see the module docstring for the rules)."""
-    ctx = ConversionContext(root, file)
+def convert_mjcf(root: Node, file: str, model_dir: Path) -> MJCFImport:
+    """The scene of a parsed MJCF tree (see the module docstring for the rules); mesh files
+    are found relative to ``model_dir`` (the model file's directory)."""
+    ctx = ConversionContext(root, file, model_dir)
     _check_top_level(ctx, root)
     read_compiler(ctx, root.find_all("compiler"))
     read_option(ctx, root.find_all("option"))

@@ -10,7 +10,7 @@ from .poses import element_pose
 from .rotations import z_to_vector
 from .xmltree import Node
 
-SHAPES = {"sphere", "box", "capsule", "cylinder", "plane"}
+SHAPES = {"sphere", "box", "capsule", "cylinder", "plane", "mesh"}
 INFINITE_PLANE = 20.0  # m: the drawn extent of a MuJoCo plane of size 0 (infinite)
 
 _SIZE_COUNTS = {"sphere": 1, "capsule": 2, "cylinder": 2, "box": 3, "plane": 2}
@@ -22,7 +22,6 @@ _SIZE_FORMS = {
     "plane": '"x y spacing" half-sizes',
 }
 _UNSUPPORTED_TYPE_HINTS = {
-    "mesh": "approximate the mesh with boxes, capsules or spheres",
     "ellipsoid": "use a sphere, box or capsule",
     "hfield": "use a plane",
     "sdf": "use primitive geoms",
@@ -37,7 +36,14 @@ def geom_shape(ctx: ConversionContext, node: Node, attrs: dict) -> str:
         raise ctx.error(
             node,
             f'type="{gtype}" is not supported; {hint}',
-            "sphere | box | capsule | cylinder | plane",
+            "sphere | box | capsule | cylinder | plane | mesh",
+        )
+    if "mesh" in attrs and gtype != "mesh":
+        # MuJoCo fits the primitive to the mesh (its bounding box or inertia box)
+        raise ctx.error(
+            node,
+            f'a {gtype} fitted to a mesh (mesh= on a type="{gtype}" geom) is not supported',
+            'type="mesh"',
         )
     if attrs.get("shellinertia") == "true":
         raise ctx.error(node, "shellinertia is not supported", "solid geoms")
@@ -48,7 +54,13 @@ def geom_shape(ctx: ConversionContext, node: Node, attrs: dict) -> str:
 
 def geom_frame_and_size(ctx: ConversionContext, node: Node, attrs: dict, gtype: str):
     """(rotation, position) of the geom in its body's frame and its scene size: box
-    ``[2a, 2b, 2c]``, capsule / cylinder ``[r, 2h]`` along z, sphere ``r``, plane ``[2x, 2y]``."""
+    ``[2a, 2b, 2c]``, capsule / cylinder ``[r, 2h]`` along z, sphere ``r``, plane ``[2x, 2y]``,
+    mesh None (its frame is the mesh file's, placed by the geom's pos and orientation)."""
+    if gtype == "mesh":
+        if "fromto" in attrs:
+            raise ctx.error(node, "fromto on a mesh is not supported", "pos and quat")
+        local_rot, local_pos = element_pose(ctx, node, attrs)
+        return local_rot, local_pos, None
     size = ctx.floats(node, attrs, "size", (1, 2, 3), [])
     fromto = ctx.floats(node, attrs, "fromto", (6,), None)
     if fromto is not None:

@@ -1,5 +1,5 @@
-"""One ``<geom>`` to one scene body: its shape and size, world pose, mass, colour, friction and
-contact bitmasks."""
+"""One ``<geom>`` to one scene body: its shape and size (a mesh: its file and scale), world pose,
+mass, colour, friction and contact bitmasks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 from .context import ConversionContext, Part
 from .defaults import class_attrs
 from .geom_sizes import geom_frame_and_size, geom_shape
-from .mass import geom_mass
+from .mass import geom_mass, shape_volume
+from .meshes import geom_mesh_asset, mesh_volume
 from .rotations import matrix_to_quat
 from .scene_values import clean, unique_name
 from .xmltree import Node
@@ -42,11 +43,23 @@ def read_geom(
     name = unique_name(
         name_hint or a.get("name") or "", ctx.used_body_names, f"geom{len(ctx.parts)}"
     )
-    body: dict = {"name": name, "shape": gtype, "size": clean(scene_size)}
+    body: dict = {"name": name, "shape": gtype}
+    if gtype == "mesh":
+        # the file's frame is posed like a primitive's; the scene re-centres the body at the
+        # mesh's centre of mass along its principal axes, as MuJoCo does (diffcam.mjcf.meshes)
+        asset = geom_mesh_asset(ctx, node, a)
+        body["mesh"] = str(asset.path)
+        if asset.scale != [1.0, 1.0, 1.0]:
+            scale = clean(asset.scale)
+            body["scale"] = scale[0] if len(set(scale)) == 1 else scale
+    else:
+        body["size"] = clean(scene_size)
     if static:
         body["static"] = True
+    elif gtype == "mesh":  # checks that the mesh is closed, as its inertia needs
+        body["mass"] = geom_mass(ctx, node, a, mesh_volume(ctx, node, asset))
     else:
-        body["mass"] = geom_mass(ctx, node, a, gtype, scene_size)
+        body["mass"] = geom_mass(ctx, node, a, shape_volume(gtype, scene_size))
     body["position"] = clean(world_pos)
     quat = matrix_to_quat(world_rot)
     if not np.allclose(quat, [1.0, 0.0, 0.0, 0.0], atol=1e-12):
@@ -60,6 +73,7 @@ def read_geom(
         conaffinity=ctx.integer(node, a, "conaffinity", 1),
         mjcf_body="world" if name_hint is None else name_hint,
         node=node,
+        mesh_reach=None if gtype != "mesh" else float(asset.mesh.vertices.norm(dim=1).max()),
     )
     ctx.parts.append(part)
     return part

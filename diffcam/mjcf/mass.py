@@ -1,5 +1,6 @@
 """Masses from the geoms (``mass``, else ``density`` times the volume, as MuJoCo's
-``inertiafromgeom``); explicit inertias are refused."""
+``inertiafromgeom``; a mesh's volume is in `diffcam.mjcf.meshes`); explicit inertias are
+refused."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def check_mass_from_geoms(ctx: ConversionContext, body_node: Node) -> None:
         )  # fmt: skip
 
 
-def geom_mass(ctx: ConversionContext, node: Node, attrs: dict, shape: str, size) -> float:
-    """kg of the geom of a moving body; ``size`` is the scene's (full) size."""
+def geom_mass(ctx: ConversionContext, node: Node, attrs: dict, volume: float) -> float:
+    """kg of the geom of a moving body of ``volume`` (m^3)."""
     if "mass" in attrs:
         mass = ctx.number(node, attrs, "mass", 0.0)
         if mass <= 0:
@@ -42,7 +43,7 @@ def geom_mass(ctx: ConversionContext, node: Node, attrs: dict, shape: str, size)
     if density <= 0:
         raise ctx.error(node, f"density={density}: a geom of a moving body needs a mass", "> 0")
     # The mass itself (not the density), so that ``bodies.<name>.mass`` overrides.
-    return clean(density * shape_volume(shape, size))
+    return clean(density * volume)
 
 
 def shape_volume(shape: str, size) -> float:

@@ -23,6 +23,11 @@ def read_compiler(ctx: ConversionContext, nodes: list[Node]) -> None:
             ctx.eulerseq = seq
         if "inertiafromgeom" in a:
             ctx.inertiafromgeom = ctx.boolean(node, a, "inertiafromgeom", ("true", "false", "auto"))
+        for key in ("meshdir", "assetdir"):
+            if key in a:
+                setattr(ctx, key, a[key])
+        if "strippath" in a:
+            ctx.strippath = ctx.boolean(node, a, "strippath") == "true"
         if "autolimits" in a:
             ctx.autolimits = ctx.boolean(node, a, "autolimits") == "true"
         if a.get("coordinate", "local") != "local":

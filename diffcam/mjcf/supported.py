@@ -107,6 +107,27 @@ ELEMENT_ATTRS = {
         },
         {"group", "user", "actearly", "lengthrange", "cranklength"},
     ),  # fmt: skip
+    # vertex, face, normal, texcoord, builtin, params, refpos, refquat, content_type and
+    # inertia="shell" are read to be refused (diffcam.mjcf.meshes)
+    "mesh": (
+        {
+            "name",
+            "class",
+            "file",
+            "scale",
+            "inertia",
+            "vertex",
+            "face",
+            "normal",
+            "texcoord",
+            "builtin",
+            "params",
+            "refpos",
+            "refquat",
+            "content_type",
+        },
+        {"smoothnormal", "maxhullvert", "material"},
+    ),
     "inertial": (
         {
             "pos",

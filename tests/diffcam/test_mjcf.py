@@ -278,10 +278,10 @@ def test_overrides_work_on_xml_scenes():
 
 # ------------------------------------------------------------------------------- errors
 ERRORS = {
-    "mesh geom": (
+    "unknown mesh": (
         model('<body name="pole"><joint/><geom type="sphere" size="0.1"/>'
               '<geom type="mesh" mesh="m"/></body>'),  # fmt: skip
-        "worldbody/body[pole]/geom[1]", 'type="mesh" is not supported',
+        "worldbody/body[pole]/geom[1]", "mesh 'm' is not an <asset><mesh>",
     ),
     "ellipsoid": (
         model('<body name="e"><joint/><geom name="egg" type="ellipsoid" size="1 2 3"/></body>'),
