@@ -3,7 +3,13 @@ and backward. Prints one JSON line per configuration. Not part of the test suite
 
     python benchmarks/bench_swingup.py [--batch 16] [--seconds 0.5] [--observations pixels state]
         [--control-every 2] [--bptt-segment 25] [--edge-softness 0] [--threads 1]
-        [--downsample 1] [--compile-physics]
+        [--downsample 1] [--render-downscale 1] [--compile-physics] [--channels-first]
+        [--also-full-resolution] [--record [--note TEXT]]
+
+``--also-full-resolution`` measures, in the same process and first, the same settings rendered
+at the camera's full resolution and pooled (render downscale 1, downsample x render downscale):
+the path before `SwingUpConfig.render_downscale`. ``--channels-first`` runs the CNN in the
+default (NCHW) layout instead of channels-last.
 
 The forward split is measured; the backward total is measured and split by timing the backward
 of one render / policy call / physics step built separately (see diffcam.profiling). An episode
@@ -14,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import resource
 import sys
@@ -25,11 +30,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _record import Recorder, add_record_flag  # noqa: E402
+
 import diffcam  # noqa: E402
 from diffcam.tasks import swingup  # noqa: E402
 
+RECORD = Recorder("swingup")
 
-def measure(observation: str, args) -> dict:
+
+def measure(observation: str, args, render_downscale: int, downsample: int) -> dict:
     scene = diffcam.load_scene("pendulum_cart", batch_size=args.batch)
     config = swingup.SwingUpConfig(
         observation=observation,
@@ -37,11 +46,14 @@ def measure(observation: str, args) -> dict:
         control_every=args.control_every,
         bptt_segment=args.bptt_segment or None,
         edge_softness=args.edge_softness,
-        downsample=args.downsample,
+        downsample=downsample,
+        render_downscale=render_downscale,
         compile_physics=args.compile_physics,
     )
     torch.manual_seed(0)
     policy = swingup.make_policy(config, swingup.motor_limit(scene))
+    if args.channels_first:
+        policy = policy.to(memory_format=torch.contiguous_format)
     # A non-zero output layer, so that the backward pass reaches every layer as in training.
     torch.nn.init.normal_(policy.output.weight, std=0.1)
     episodes = swingup.SwingUpEpisodes(scene, policy, config)
@@ -49,6 +61,9 @@ def measure(observation: str, args) -> dict:
     # Warm-up on a short episode (first-call costs: allocator, caches).
     short = dataclasses.replace(config, seconds=2 * args.control_every * scene.timestep)
     swingup.time_iteration(swingup.SwingUpEpisodes(scene, policy, short), starts, repeats=1)
+    # Two more warm-up iterations at full length: the first long episode pays its first
+    # allocations (fresh pages), which a training run pays once.
+    swingup.time_iteration(episodes, starts, repeats=1)
     ms = swingup.time_iteration(episodes, starts, repeats=3)
     control_steps = ms["control_steps"]
     per_step = {
@@ -64,9 +79,15 @@ def measure(observation: str, args) -> dict:
         "control_every": args.control_every,
         "bptt_segment": args.bptt_segment,
         "edge_softness": args.edge_softness,
-        "downsample": args.downsample,
+        "downsample": downsample,
+        "render_downscale": render_downscale,
         "compile_physics": args.compile_physics,
+        "cnn_layout": "NCHW" if args.channels_first else "NHWC",
         "resolution": scene.config.camera["resolution"],
+        "rendered": [
+            scene.config.camera["resolution"][0] // render_downscale,
+            scene.config.camera["resolution"][1] // render_downscale,
+        ],
         "unit": "ms",
         **ms,
         **per_step,
@@ -89,12 +110,31 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--downsample", type=int, default=1, help="frames pooled dxd (1, 2, 4)")
     parser.add_argument(
+        "--render-downscale", type=int, default=1, help="frames rendered at 1/r resolution"
+    )
+    parser.add_argument(
         "--compile-physics", action="store_true", help="physics through torch.compile"
     )
+    parser.add_argument(
+        "--channels-first", action="store_true", help="the CNN in NCHW, not channels-last"
+    )
+    parser.add_argument(
+        "--also-full-resolution",
+        action="store_true",
+        help="first measure the same at full resolution, pooled (render downscale 1)",
+    )
+    add_record_flag(parser)
     args = parser.parse_args()
+    RECORD.enable(args.record, note=args.note)
     torch.set_num_threads(args.threads)
+    variants = [(args.render_downscale, args.downsample)]
+    if args.also_full_resolution and args.render_downscale > 1:
+        variants.insert(0, (1, args.downsample * args.render_downscale))
     for observation in args.observations:
-        print(json.dumps(measure(observation, args)), flush=True)
+        for render_downscale, downsample in variants:
+            if observation == "state" and render_downscale > 1:
+                continue  # no frames
+            RECORD.emit(measure(observation, args, render_downscale, downsample))
 
 
 if __name__ == "__main__":
