@@ -203,6 +203,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="average each frame over NxN pixel blocks before the CNN (1, 2 or 4)",
     )
     parser.add_argument(
+        "--render-downscale",
+        type=int,
+        default=1,
+        help="render the policy's frames at 1/N of the camera's resolution (before --downsample)",
+    )
+    parser.add_argument(
         "--compile-physics",
         action=argparse.BooleanOptionalAction,
         help="step the physics through torch.compile (default; quick: not)",
@@ -220,6 +226,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         type=Path,
         help="start training from this weights file (policy.pt of an earlier run, same "
         "observation and network); its training episodes are counted in the new total",
+    )
+    parser.add_argument(
+        "--train",
+        action="store_true",
+        help="run the whole pixel recipe (swingup.PIXEL_RECIPE, every phase) into --out: "
+        "controller.pt, curve.jsonl, learning_curve.png, swingup.mp4; resumable",
     )
     parser.add_argument(
         "--evaluate", action="store_true", help="evaluate --weights instead of training"
@@ -254,6 +266,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--quick", action="store_true", help="a smoke run of training or --evaluate (see above)"
     )
     args = parser.parse_args(argv)
+    if args.train and args.evaluate:
+        parser.error("--train and --evaluate: one at a time")
+    if args.train and args.observation != "pixels":
+        parser.error("--train runs the pixel recipe; the state baseline trains without it")
     for key, (full, quick) in QUICK.items():
         if getattr(args, key) is None:
             setattr(args, key, quick if args.quick else full)
@@ -261,7 +277,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # each process would make its own
             parser.error("--quick under torchrun: give the run folder, --out DIR")
         args.out = Path(tempfile.mkdtemp(prefix=f"pendulum_swingup_quick_{args.observation}_"))
-    args.out = args.out or ROOT / "out" / f"swingup_{args.observation}"
+    args.out = args.out or ROOT / "out" / (
+        "swingup_train" if args.train else f"swingup_{args.observation}"
+    )
     name = f"pendulum_swingup_{args.observation}.pt"
     args.weights = args.weights or WEIGHTS_DIR / name
     return args
@@ -280,6 +298,7 @@ def config_from(args) -> swingup.SwingUpConfig:
         width=args.width,
         hidden=args.hidden,
         downsample=args.downsample,
+        render_downscale=args.render_downscale,
         compile_physics=args.compile_physics,
         observation_gradient=args.observation_gradient,
     )
@@ -299,7 +318,7 @@ def train(args) -> dict | None:
     earlier_episodes = 0
     if args.init is not None:
         initial, initial_config, info = swingup.load_policy(args.init, swingup.motor_limit(scene))
-        shape = ("observation", "frames", "width", "hidden", "downsample")
+        shape = ("observation", "frames", "width", "hidden", "downsample", "render_downscale")
         theirs, ours = ({k: getattr(c, k) for k in shape} for c in (initial_config, config))
         if theirs != ours:
             raise ValueError(f"--init {args.init}: its network is {theirs}, this run's {ours}")
@@ -384,6 +403,70 @@ def train(args) -> dict | None:
     }
 
 
+def quick_recipe(phases) -> tuple:
+    """``phases`` shrunk to a smoke run: one iteration of 2 episodes of 0.5 s each."""
+    return tuple(dataclasses.replace(p, iterations=1, batch=2, seconds=0.5) for p in phases)
+
+
+def train_recipe(args) -> dict:
+    """--train: every phase of `swingup.PIXEL_RECIPE` from a zero policy, in one process."""
+    import time
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError("--train runs in one process; start it without torchrun")
+    began = time.perf_counter()
+    device = torch.device(args.device)
+    base = dataclasses.replace(swingup.PIXEL_BASE, compile_physics=args.compile_physics)
+    phases = quick_recipe(swingup.PIXEL_RECIPE) if args.quick else swingup.PIXEL_RECIPE
+    probe = diffcam.load_scene(args.scene)
+    torch.manual_seed(args.seed)
+    policy = swingup.make_policy(base, swingup.motor_limit(probe)).to(device)
+    result = swingup.train_recipe(
+        lambda batch: diffcam.load_scene(args.scene, batch_size=batch, device=device),
+        policy,
+        phases,
+        args.out,
+        base=base,
+        seed=args.seed,
+        save_every=args.save_every,
+        describe={"scene": args.scene.name, "init_seed": args.seed},
+    )
+    weights = swingup.save_policy(
+        args.out / "controller.pt",
+        policy,
+        result.config,
+        training_episodes=result.episodes,
+        recipe=[dataclasses.asdict(p) for p in phases],
+    )
+    training.plot_learning_curve(
+        [
+            {k: v for k, v in r.items() if k not in ("phase", "phase_iteration")}
+            for r in result.rows
+        ],
+        args.out / training.LEARNING_CURVE,
+        "pendulum swing-up from pixels, every phase",
+    )
+    video = args.out / "swingup.mp4"
+    report = swingup.evaluate(
+        args.scene, policy, result.config, starts=0, seconds=10.0, video=video
+    )
+    last = result.rows[-1]
+    return {
+        "out": str(args.out),
+        "phases": [p.name for p in phases],
+        "iterations": last["iteration"],
+        "training_episodes": result.episodes,
+        "loss": last["loss"],
+        "train_success_rate": last["success_rate"],
+        "hanging_upright_seconds_10s": report["hanging_upright_seconds"],
+        "wall_seconds_this_process": round(time.perf_counter() - began, 1),
+        "training_wall_seconds": round(sum(r["wall_seconds"] for r in result.rows), 1),
+        "controller": str(weights),
+        "curve": str(args.out / swingup.recipe.CURVE),
+        "video": str(video),
+    }
+
+
 def evaluate(args) -> dict:
     command = (
         f"python examples/pendulum_swingup.py --{args.observation} --out {args.out}, then "
@@ -424,7 +507,10 @@ def main(argv=None) -> int:
     if args.threads is not None or not args.evaluate:
         torch.set_num_threads(args.threads or 1)
     try:
-        result = evaluate(args) if args.evaluate else train(args)
+        if args.evaluate:
+            result = evaluate(args)
+        else:
+            result = train_recipe(args) if args.train else train(args)
     except (FileNotFoundError, FileExistsError, ValueError) as e:  # the user's to fix: no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
