@@ -4,12 +4,13 @@ and backward. Prints one JSON line per configuration. Not part of the test suite
     python benchmarks/bench_swingup.py [--batch 16] [--seconds 0.5] [--observations pixels state]
         [--control-every 2] [--bptt-segment 25] [--edge-softness 0] [--threads 1]
         [--downsample 1] [--render-downscale 1] [--compile-physics] [--channels-first]
-        [--also-full-resolution] [--record [--note TEXT]]
+        [--also-before] [--record [--note TEXT]]
 
-``--also-full-resolution`` measures, in the same process and first, the same settings rendered
-at the camera's full resolution and pooled (render downscale 1, downsample x render downscale):
-the path before `SwingUpConfig.render_downscale`. ``--channels-first`` runs the CNN in the
-default (NCHW) layout instead of channels-last.
+``--also-before`` measures, in the same process and first, the path before issue 38 with the
+same settings otherwise: frames rendered at the camera's full resolution and pooled (render
+downscale 1, downsample x render downscale), the CNN in the default (NCHW) layout, and the
+physics stepped one step at a time (not one rollout call per held action).
+``--channels-first`` runs the CNN in NCHW instead of channels-last.
 
 The forward split is measured; the backward total is measured and split by timing the backward
 of one render / policy call / physics step built separately (see diffcam.profiling). An episode
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import resource
 import sys
@@ -38,8 +40,25 @@ from diffcam.tasks import swingup  # noqa: E402
 RECORD = Recorder("swingup")
 
 
-def measure(observation: str, args, render_downscale: int, downsample: int) -> dict:
+class StepsOnly:
+    """The scene without ``rollout``: `diffcam.policy_rollout` steps it one step at a time."""
+
+    def __init__(self, scene) -> None:
+        self._scene = scene
+
+    def __getattr__(self, name: str):
+        if name == "rollout":
+            raise AttributeError(name)
+        return getattr(self._scene, name)
+
+
+def measure(observation: str, args, before: bool) -> dict:
+    render_downscale = 1 if before else args.render_downscale
+    downsample = args.downsample * (args.render_downscale if before else 1)
+    channels_first = before or args.channels_first
     scene = diffcam.load_scene("pendulum_cart", batch_size=args.batch)
+    if before:
+        scene = StepsOnly(scene)
     config = swingup.SwingUpConfig(
         observation=observation,
         seconds=args.seconds,
@@ -52,7 +71,7 @@ def measure(observation: str, args, render_downscale: int, downsample: int) -> d
     )
     torch.manual_seed(0)
     policy = swingup.make_policy(config, swingup.motor_limit(scene))
-    if args.channels_first:
+    if channels_first:
         policy = policy.to(memory_format=torch.contiguous_format)
     # A non-zero output layer, so that the backward pass reaches every layer as in training.
     torch.nn.init.normal_(policy.output.weight, std=0.1)
@@ -73,6 +92,7 @@ def measure(observation: str, args, render_downscale: int, downsample: int) -> d
     }
     return {
         "bench": "swingup_iteration",
+        "path": "before issue 38" if before else "this commit",
         "observation": observation,
         "B": args.batch,
         "seconds": args.seconds,
@@ -82,7 +102,8 @@ def measure(observation: str, args, render_downscale: int, downsample: int) -> d
         "downsample": downsample,
         "render_downscale": render_downscale,
         "compile_physics": args.compile_physics,
-        "cnn_layout": "NCHW" if args.channels_first else "NHWC",
+        "cnn_layout": "NCHW" if channels_first else "NHWC",
+        "physics": "per step" if before else "one rollout per held action (compiled)",
         "resolution": scene.config.camera["resolution"],
         "rendered": [
             scene.config.camera["resolution"][0] // render_downscale,
@@ -119,22 +140,34 @@ def main() -> None:
         "--channels-first", action="store_true", help="the CNN in NCHW, not channels-last"
     )
     parser.add_argument(
-        "--also-full-resolution",
+        "--also-before",
         action="store_true",
-        help="first measure the same at full resolution, pooled (render downscale 1)",
+        help="first measure the path before issue 38 (full resolution pooled, NCHW, per step)",
     )
     add_record_flag(parser)
     args = parser.parse_args()
     RECORD.enable(args.record, note=args.note)
     torch.set_num_threads(args.threads)
-    variants = [(args.render_downscale, args.downsample)]
-    if args.also_full_resolution and args.render_downscale > 1:
-        variants.insert(0, (1, args.downsample * args.render_downscale))
     for observation in args.observations:
-        for render_downscale, downsample in variants:
-            if observation == "state" and render_downscale > 1:
-                continue  # no frames
-            RECORD.emit(measure(observation, args, render_downscale, downsample))
+        for before in (True, False) if args.also_before else (False,):
+            full = measure(observation, args, before)
+            print(json.dumps(full), flush=True)
+            # the results file keeps the split, one row per pass (the docs' table)
+            for direction in ("forward", "backward"):
+                parts = ("render", "policy", "physics", "recompute", "other", "total")
+                RECORD.emit(
+                    {
+                        "path": full["path"],
+                        "pass": f"{observation}, {direction}",
+                        "rendered": full["rendered"] if observation == "pixels" else None,
+                        **{
+                            ("CNN" if k == "policy" else k): full.get(f"{direction}_{k}")
+                            for k in parts
+                            if f"{direction}_{k}" in full
+                        },
+                        "load_1min": full["load_average_1min"],
+                    }
+                )
 
 
 if __name__ == "__main__":

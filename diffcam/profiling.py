@@ -57,7 +57,8 @@ class TimedScene:
         self._scene = scene
         self.render = watch.timed("render", scene.render)
         self.step = watch.timed("physics", scene.step)
-        self.rollout = watch.timed("physics", scene.rollout)
+        if hasattr(scene, "rollout"):
+            self.rollout = watch.timed("physics", scene.rollout)
 
     def __getattr__(self, name: str):
         return getattr(self._scene, name)

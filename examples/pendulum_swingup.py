@@ -1,47 +1,47 @@
 """Swing-up of the pendulum-cart from pixels, by backpropagation through time (Degrave et al.
-2019, section 3.4): a CNN sees the last 3 frames of the 288 x 96 camera and pushes the cart; the
-loss (the pole tip's distance from upright plus a small speed penalty, averaged over every step)
-is backpropagated through the physics, the renderer and the network.
+2019, section 3.4): a CNN sees the last 3 frames of the camera and pushes the cart; the loss
+(the pole tip's distance from upright plus a small speed penalty, averaged over every step) is
+backpropagated through the physics, the renderer and the network.
 
-    python examples/pendulum_swingup.py                     # train from pixels into out/swingup_pixels
+    python examples/pendulum_swingup.py --train --out DIR   # the whole pixel recipe, one command
+    python examples/pendulum_swingup.py --evaluate --weights DIR/controller.pt   # 90 s, 21 starts
+    python examples/pendulum_swingup.py --evaluate          # the shipped weights
+    python examples/pendulum_swingup.py                     # one phase, its settings as options
     python examples/pendulum_swingup.py --state             # the baseline that reads the true state
-    torchrun --nproc-per-node 2 examples/pendulum_swingup.py    # the batch split over 2 processes
-    python examples/pendulum_swingup.py --evaluate          # the shipped weights, 90 s, 21 starts
+    torchrun --nproc-per-node 2 examples/pendulum_swingup.py    # one phase, batch over 2 processes
     python examples/pendulum_swingup.py --randomize ...     # domain randomisation per episode
     python examples/pendulum_swingup.py --evaluate --randomize --randomize-seed 1   # ... in evaluation
-    python examples/pendulum_swingup.py --quick             # a smoke run of training, seconds
+    python examples/pendulum_swingup.py [--train] --quick   # a smoke run of training, seconds
     python examples/pendulum_swingup.py --evaluate --quick  # ... of the evaluation
 
-``--quick`` runs the whole path small: training 2 iterations of 2 episodes of 0.5 s, eager
-physics, a checkpoint after each, into a new temporary folder (its path is in the JSON line;
-under torchrun give --out), then the usual 10 s evaluation video; ``--evaluate --quick`` 2
-random starts and the hanging one for 5 s. Options given explicitly override these. About 10 s
-and 5 s on one core; neither trains nor judges a controller.
+``--train`` runs every phase of the recipe, `diffcam.tasks.swingup.PIXEL_RECIPE` (a list of
+`Phase`: iterations, batch, learning rates, gradient decay, edge softness; the settings they
+share are `PIXEL_BASE`: frames rendered at 144 x 48, control at 25 Hz, compiled physics), from
+a zero policy, in one process, with a progress bar (phase, loss, ETA). Each phase trains in
+DIR/phases/<k>-<name> with atomic checkpoints: killed and started again with the same command,
+it goes on at the phase and iteration it was in. It ends by writing DIR/controller.pt (copy it
+to diffcam/data/weights/pendulum_swingup_pixels.pt to ship it), curve.jsonl (every iteration of
+every phase), learning_curve.png and swingup.mp4 (10 s from the hanging start), then prints one
+JSON line. ``--seed`` seeds the initial weights and the starts; ``--out``, ``--scene``,
+``--device``, ``--threads``, ``--save-every`` and ``--no-compile-physics`` apply, the other
+training options do not (they set up the single-phase run below).
 
-Training resumes from ``--out``/checkpoint.pt when there is one (``--no-resume`` refuses to
-touch an existing run) and ends by writing policy.pt, learning_curve.png and swingup.mp4 there,
-then prints one JSON line. Copy policy.pt to diffcam/data/weights/pendulum_swingup_pixels.pt (or
-..._state.pt) to ship it. ``--evaluate`` prints a JSON line with success_rate, starts,
-upright_seconds_min and training_episodes (see diffcam.tasks.swingup.evaluate for the definitions).
+Without ``--train`` the example trains one phase with the options given (the defaults: the
+recipe's first phase at full resolution, pooled 2x2), resuming from ``--out``/checkpoint.pt
+when there is one (``--no-resume`` refuses to touch an existing run), and ends by writing
+policy.pt, learning_curve.png and swingup.mp4 there. ``--init`` starts from earlier weights.
 
-The defaults are the recipe measured here (docs/tutorials/swingup.md): gradient decay 0.9
-per physics step (a short horizon: with 0.99 BPTT stalls on a swinging plateau, loss ~1.3),
-half of each batch started within 0.5 rad of upright, Adam 5e-3 falling to 1e-3, 8 episodes
-per iteration, control at 25 Hz (--control-every 4), frames pooled 2x2, the whole graph kept
-(--bptt-segment 0) and compiled physics: about 3 s per iteration under torchrun with 2
-processes on this 2-core CPU. The shipped pixel controller is those defaults under torchrun
-(into out/swingup_pixels), then two fine-tuning runs:
+``--quick`` runs the whole path small: training 2 iterations of 2 episodes of 0.5 s (with
+``--train``: one such iteration per phase), eager physics, a checkpoint after each, into a new
+temporary folder (its path is in the JSON line; under torchrun give --out), then the usual
+10 s evaluation video; ``--evaluate --quick`` 2 random starts and the hanging one for 5 s.
+Options given explicitly override these. Neither trains nor judges a controller.
 
-    torchrun --nproc-per-node 2 examples/pendulum_swingup.py --init out/swingup_pixels/policy.pt \
-        --out out/pixels_093 --iterations 40 --lr 3e-4 --lr-final 3e-4 --gradient-decay 0.93
-    torchrun --nproc-per-node 2 examples/pendulum_swingup.py --init out/pixels_093/policy.pt \
-        --out out/pixels_soft --iterations 60 --lr 3e-4 --lr-final 3e-4 --gradient-decay 0.98 \
-        --edge-softness 1
+``--evaluate`` prints a JSON line with success_rate, starts, upright_seconds_min and
+training_episodes (see diffcam.tasks.swingup.evaluate for the definitions); it passes when
+success_rate is 1 (21 / 21 starts upright at the end of 90 s) and upright_seconds_min >= 60.
 
-The last one settles the balance (the short horizon leaves a limit cycle), and only with soft
-silhouettes: with hard edges the renderer's gradient sees the pole's stripes move and not its
-outline, and at alpha = 0.98 the closed loop's gradient exploded (norms 10^3-10^6) and the
-policy degraded. The shipped state baseline:
+The shipped state baseline:
 
     python examples/pendulum_swingup.py --state --iterations 290 --batch 16 --lr 1e-2 \
         --control-every 2 --settle-decay 0.98 --settle-from 251

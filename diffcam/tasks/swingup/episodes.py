@@ -43,7 +43,8 @@ class SwingUpConfig:
         where the hard-edged closed loop's gradient exploded; 1 px did that. The default
         stays 0 (hard edges), unlike the renderer's (antialiased edges): it is the measured
         recipe's first phase (docs/tutorials/swingup.md), and the shipped weights store
-        their own value (1.0, the fine-tune's).
+        their own value (1.0, the fine-tune's). ``"antialias"``: the renderer's antialiased
+        edges (`diffcam.render`), each edge pixel covered in proportion.
     speed_weight: weight of the tip-speed penalty (s^2/m).
     target: the loss's target for the tip, "fixed" or "cart" (see `step_cost`).
     upright_threshold: rad; within it of upright counts as upright in the metrics.
@@ -73,7 +74,7 @@ class SwingUpConfig:
     gradient_decay: float = 0.99
     bptt_segment: int | None = 25
     # hard edges on purpose: the recipe as measured (see above), not the renderer's default
-    edge_softness: float = 0.0
+    edge_softness: float | str = 0.0
     speed_weight: float = 0.01
     target: str = "fixed"
     upright_threshold: float = 0.2

@@ -44,7 +44,9 @@ def time_iteration(episodes: SwingUpEpisodes, starts: torch.Tensor, repeats: int
     observed = TimedScene(episodes.observed_scene(), watch)
     timed = SwingUpEpisodes(observed, policy, dataclasses.replace(config, render_downscale=1))
     # compiled physics steps each held action as one rollout call (`policy_rollout`)
-    chained = config.compile_physics and config.control_every > 1
+    chained = (
+        config.compile_physics and config.control_every > 1 and hasattr(episodes.scene, "rollout")
+    )
     begin = time.perf_counter()
     loss, _ = timed(starts)
     forward = time.perf_counter() - begin
