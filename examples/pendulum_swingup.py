@@ -41,6 +41,17 @@ Options given explicitly override these. Neither trains nor judges a controller.
 training_episodes (see diffcam.tasks.swingup.evaluate for the definitions); it passes when
 success_rate is 1 (21 / 21 starts upright at the end of 90 s) and upright_seconds_min >= 60.
 
+The shipped pixel controller was trained before ``--train`` existed, at full resolution
+pooled 2x2, by three commands (``--train``'s recipe at 144 x 48 does not pass the evaluation
+yet; docs/tutorials/swingup.md has its runs):
+
+    torchrun --nproc-per-node 2 examples/pendulum_swingup.py --out out/swingup_pixels
+    torchrun --nproc-per-node 2 examples/pendulum_swingup.py --init out/swingup_pixels/policy.pt \
+        --out out/pixels_093 --iterations 40 --lr 3e-4 --lr-final 3e-4 --gradient-decay 0.93
+    torchrun --nproc-per-node 2 examples/pendulum_swingup.py --init out/pixels_093/policy.pt \
+        --out out/pixels_soft --iterations 60 --lr 3e-4 --lr-final 3e-4 --gradient-decay 0.98 \
+        --edge-softness 1
+
 The shipped state baseline:
 
     python examples/pendulum_swingup.py --state --iterations 290 --batch 16 --lr 1e-2 \
