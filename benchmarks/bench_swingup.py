@@ -3,7 +3,14 @@ and backward. Prints one JSON line per configuration. Not part of the test suite
 
     python benchmarks/bench_swingup.py [--batch 16] [--seconds 0.5] [--observations pixels state]
         [--control-every 2] [--bptt-segment 25] [--edge-softness 0] [--threads 1]
-        [--downsample 1] [--compile-physics]
+        [--downsample 1] [--render-downscale 1] [--compile-physics] [--channels-first]
+        [--also-before] [--record [--note TEXT]]
+
+``--also-before`` measures, in the same process and first, the path before issue 38 with the
+same settings otherwise: frames rendered at the camera's full resolution and pooled (render
+downscale 1, downsample x render downscale), the CNN in the default (NCHW) layout, and the
+physics stepped one step at a time (not one rollout call per held action).
+``--channels-first`` runs the CNN in NCHW instead of channels-last.
 
 The forward split is measured; the backward total is measured and split by timing the backward
 of one render / policy call / physics step built separately (see diffcam.profiling). An episode
@@ -25,23 +32,47 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _record import Recorder, add_record_flag  # noqa: E402
+
 import diffcam  # noqa: E402
 from diffcam.tasks import swingup  # noqa: E402
 
+RECORD = Recorder("swingup")
 
-def measure(observation: str, args) -> dict:
+
+class StepsOnly:
+    """The scene without ``rollout``: `diffcam.policy_rollout` steps it one step at a time."""
+
+    def __init__(self, scene) -> None:
+        self._scene = scene
+
+    def __getattr__(self, name: str):
+        if name == "rollout":
+            raise AttributeError(name)
+        return getattr(self._scene, name)
+
+
+def measure(observation: str, args, before: bool) -> dict:
+    render_downscale = 1 if before else args.render_downscale
+    downsample = args.downsample * (args.render_downscale if before else 1)
+    channels_first = before or args.channels_first
     scene = diffcam.load_scene("pendulum_cart", batch_size=args.batch)
+    if before:
+        scene = StepsOnly(scene)
     config = swingup.SwingUpConfig(
         observation=observation,
         seconds=args.seconds,
         control_every=args.control_every,
         bptt_segment=args.bptt_segment or None,
         edge_softness=args.edge_softness,
-        downsample=args.downsample,
+        downsample=downsample,
+        render_downscale=render_downscale,
         compile_physics=args.compile_physics,
     )
     torch.manual_seed(0)
     policy = swingup.make_policy(config, swingup.motor_limit(scene))
+    if channels_first:
+        policy = policy.to(memory_format=torch.contiguous_format)
     # A non-zero output layer, so that the backward pass reaches every layer as in training.
     torch.nn.init.normal_(policy.output.weight, std=0.1)
     episodes = swingup.SwingUpEpisodes(scene, policy, config)
@@ -49,6 +80,9 @@ def measure(observation: str, args) -> dict:
     # Warm-up on a short episode (first-call costs: allocator, caches).
     short = dataclasses.replace(config, seconds=2 * args.control_every * scene.timestep)
     swingup.time_iteration(swingup.SwingUpEpisodes(scene, policy, short), starts, repeats=1)
+    # Two more warm-up iterations at full length: the first long episode pays its first
+    # allocations (fresh pages), which a training run pays once.
+    swingup.time_iteration(episodes, starts, repeats=1)
     ms = swingup.time_iteration(episodes, starts, repeats=3)
     control_steps = ms["control_steps"]
     per_step = {
@@ -58,15 +92,23 @@ def measure(observation: str, args) -> dict:
     }
     return {
         "bench": "swingup_iteration",
+        "path": "before issue 38" if before else "this commit",
         "observation": observation,
         "B": args.batch,
         "seconds": args.seconds,
         "control_every": args.control_every,
         "bptt_segment": args.bptt_segment,
         "edge_softness": args.edge_softness,
-        "downsample": args.downsample,
+        "downsample": downsample,
+        "render_downscale": render_downscale,
         "compile_physics": args.compile_physics,
+        "cnn_layout": "NCHW" if channels_first else "NHWC",
+        "physics": "per step" if before else "one rollout per held action (compiled)",
         "resolution": scene.config.camera["resolution"],
+        "rendered": [
+            scene.config.camera["resolution"][0] // render_downscale,
+            scene.config.camera["resolution"][1] // render_downscale,
+        ],
         "unit": "ms",
         **ms,
         **per_step,
@@ -89,12 +131,43 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--downsample", type=int, default=1, help="frames pooled dxd (1, 2, 4)")
     parser.add_argument(
+        "--render-downscale", type=int, default=1, help="frames rendered at 1/r resolution"
+    )
+    parser.add_argument(
         "--compile-physics", action="store_true", help="physics through torch.compile"
     )
+    parser.add_argument(
+        "--channels-first", action="store_true", help="the CNN in NCHW, not channels-last"
+    )
+    parser.add_argument(
+        "--also-before",
+        action="store_true",
+        help="first measure the path before issue 38 (full resolution pooled, NCHW, per step)",
+    )
+    add_record_flag(parser)
     args = parser.parse_args()
+    RECORD.enable(args.record, note=args.note)
     torch.set_num_threads(args.threads)
     for observation in args.observations:
-        print(json.dumps(measure(observation, args)), flush=True)
+        for before in (True, False) if args.also_before else (False,):
+            full = measure(observation, args, before)
+            print(json.dumps(full), flush=True)
+            # the results file keeps the split, one row per pass (the docs' table)
+            for direction in ("forward", "backward"):
+                parts = ("render", "policy", "physics", "recompute", "other", "total")
+                RECORD.emit(
+                    {
+                        "path": full["path"],
+                        "pass": f"{observation}, {direction}",
+                        "rendered": full["rendered"] if observation == "pixels" else None,
+                        **{
+                            ("CNN" if k == "policy" else k): full.get(f"{direction}_{k}")
+                            for k in parts
+                            if f"{direction}_{k}" in full
+                        },
+                        "load_1min": full["load_average_1min"],
+                    }
+                )
 
 
 if __name__ == "__main__":

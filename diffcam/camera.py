@@ -209,6 +209,32 @@ class PinholeCamera:
             self.translation,
         )
 
+    def downscaled(self, factor: int) -> PinholeCamera:
+        """The same camera at 1 / ``factor`` of the resolution: each of its pixels covers a
+        ``factor`` x ``factor`` block of this camera's, so a render through it approximates
+        the average of those blocks (``avg_pool2d(image, factor)``) at about 1 / factor^2 of the
+        cost. Focal lengths and principal point are divided by ``factor`` (pixel centres at
+        +0.5: a block's centre maps to the new pixel's centre). Width and height must be
+        multiples of ``factor``."""
+        factor = int(factor)
+        if factor < 1 or self.width % factor or self.height % factor:
+            raise ValueError(
+                f"PinholeCamera.downscaled: factor {factor} must be a positive divisor of the "
+                f"resolution {self.width} x {self.height}"
+            )
+        if factor == 1:
+            return self
+        return PinholeCamera(
+            self.fx / factor,
+            self.fy / factor,
+            self.cx / factor,
+            self.cy / factor,
+            self.width // factor,
+            self.height // factor,
+            self.rotation,
+            self.translation,
+        )
+
     # ------------------------------------------------------------------ rays / projection
     def pixel_grid(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Pixel-centre coordinates: x (W,) = j + 0.5 and y (H,) = i + 0.5."""

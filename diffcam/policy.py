@@ -97,10 +97,15 @@ class PixelPolicy(nn.Module):
         self.output = nn.Linear(hidden + pooled, n_actions)
         nn.init.zeros_(self.output.weight)
         nn.init.zeros_(self.output.bias)
+        # The convolutions run channels-last (NHWC): on one CPU thread, forward and backward of
+        # the network on 144 x 48 frames take about 0.6 of their time in the default layout
+        # (benchmarks/results/swingup.jsonl). The same values up to rounding.
+        self.features.to(memory_format=torch.channels_last)
 
     def forward(self, stacked_frames: torch.Tensor) -> torch.Tensor:
         """Actions (B, n_actions) from frames (B, 3k, H, W) in [0, 1], newest last."""
-        pooled = self.pool(self.features(stacked_frames * 2.0 - 1.0))
+        frames = stacked_frames.contiguous(memory_format=torch.channels_last)
+        pooled = self.pool(self.features(frames * 2.0 - 1.0))
         top = torch.cat([self.head(pooled), pooled], -1)
         return self.max_action * torch.tanh(self.output(top))
 
@@ -256,56 +261,94 @@ def policy_rollout(
     explicit = compile_physics or isinstance(scene, Scene)
     step_options = {"compile": bool(compile_physics)} if explicit else {}
 
+    # A Scene asked for compiled physics steps each held action as one rollout call under
+    # that action sequence (`diffcam.Scene.rollout`: for a reduced world, the libraries built
+    # ahead of time, one autograd node per control step): the same values and gradients as
+    # stepping it control_every times, without per-step Python and autograd nodes.
+    # (anything else with such a ``rollout``, e.g. a timed proxy of a Scene, too)
+    chained = bool(compile_physics) and control_every > 1 and hasattr(scene, "rollout")
+    # the held action's gradient from its j-th physics step is scaled by alpha^j
+    hold_scale = gradient_decay ** torch.arange(control_every, dtype=torch.float64)
+
+    def hold(action: torch.Tensor) -> torch.Tensor:
+        """(control_every, B, A): ``action`` repeated, its gradient at step j times alpha^j."""
+        repeated = action.expand(control_every, *action.shape)
+        if gradient_decay == 1.0:
+            return repeated
+        scale = hold_scale.to(action).view(-1, *[1] * action.dim())
+        detached = repeated.detach()
+        return detached + scale * (repeated - detached)
+
     def run(*tensors, count: int, has_memory: bool):
         current = physics.State(*tensors[:4])
         current_memory = tensors[4] if has_memory else None
-        out_states, out_actions, out_records = [], [], []
+        out_chunks, out_actions, out_records = [], [], []
         for _ in range(count):
             # alpha on every path that crosses a physics step, the policy's included: the
             # state is decayed once before it is observed and stepped, and the held action's
             # gradient from its j-th step is scaled by alpha^j, so a gradient from k steps later
             # arrives scaled by alpha^k whichever way it went (physics, or renderer -> policy).
-            current = physics.decay_state_gradient(current, gradient_decay)
+            decayed = physics.decay_state_gradient(current, gradient_decay)
             if current_memory is not None:  # e.g. past frames: one control step older
                 current_memory = physics.decay_gradient(
                     current_memory, gradient_decay**control_every
                 )
             seen = (
-                current
+                decayed
                 if observation_gradient
-                else physics.State(*(t.detach() for t in current.tensors()))
+                else physics.State(*(t.detach() for t in decayed.tensors()))
             )
             observation, current_memory, record = observe(seen, current_memory)
             action = policy(observation)
-            for j in range(control_every):
-                if j:
-                    current = physics.decay_state_gradient(current, gradient_decay)
-                held = physics.decay_gradient(action, gradient_decay**j)
-                current = scene.step(current, held, **step_options)
-                out_states.append(current)
+            if chained:
+                # the rollout decays the gradient reaching each step's input state itself
+                # (its first step's included), so it starts from the undecayed state
+                chunk = scene.rollout(
+                    control_every, state=current, actions=hold(action), compile=True,
+                    gradient_decay=gradient_decay, check_finite=False,
+                )[1:]  # fmt: skip
+                current = chunk[-1]
+            else:
+                steps_out, current = [], decayed
+                for j in range(control_every):
+                    if j:
+                        current = physics.decay_state_gradient(current, gradient_decay)
+                    held = physics.decay_gradient(action, gradient_decay**j)
+                    current = scene.step(current, held, **step_options)
+                    steps_out.append(current)
+                chunk = physics.State.stack(steps_out)
+            out_chunks.append(chunk)
             out_actions.append(action)
             if keep_records:
                 out_records.append(record)
-        flat = [t for s in out_states for t in s.tensors()]
+        # the segment's states as (count * control_every, B, ...) tensors
+        flat = [torch.cat(parts) for parts in zip(*(c.tensors() for c in out_chunks), strict=True)]
         return (*flat, current_memory, *out_actions, *out_records)
 
-    states, actions, records = [state], [], []
+    initial = state
+    pieces, actions, records = [], [], []
     segment = checkpoint_every or control_steps
     for start in range(0, control_steps, segment):
         count = min(segment, control_steps - start)
-        inputs = (*states[-1].tensors(), *([memory] if memory is not None else []))
+        last = initial if not pieces else pieces[-1][-1]
+        inputs = (*last.tensors(), *([memory] if memory is not None else []))
         options = {"count": count, "has_memory": memory is not None}
         if checkpoint_every and torch.is_grad_enabled():
             out = checkpoint(run, *inputs, use_reentrant=False, **options)
         else:
             out = run(*inputs, **options)
-        n_states = count * control_every
-        states += [physics.State(*out[4 * i : 4 * i + 4]) for i in range(n_states)]
-        memory = out[4 * n_states]
-        actions += list(out[4 * n_states + 1 : 4 * n_states + 1 + count])
-        records += list(out[4 * n_states + 1 + count :])
+        pieces.append(physics.State(*out[:4]))
+        memory = out[4]
+        actions += list(out[5 : 5 + count])
+        records += list(out[5 + count :])
+    trajectory = physics.State(
+        *(
+            torch.cat([first[None], *parts])
+            for first, *parts in zip(initial.tensors(), *(p.tensors() for p in pieces), strict=True)
+        )
+    )
     return PolicyRollout(
-        physics.State.stack(states),
+        trajectory,
         torch.stack(actions),
         torch.stack(records) if keep_records and records[0] is not None else None,
         memory,

@@ -50,13 +50,15 @@ class Stopwatch:
 
 
 class TimedScene:
-    """A scene whose ``render`` and ``step`` are timed by ``watch`` (as "render", "physics");
-    everything else is the wrapped scene's."""
+    """A scene whose ``render``, ``step`` and ``rollout`` are timed by ``watch`` (as "render",
+    "physics", "physics"); everything else is the wrapped scene's."""
 
     def __init__(self, scene, watch: Stopwatch) -> None:
         self._scene = scene
         self.render = watch.timed("render", scene.render)
         self.step = watch.timed("physics", scene.step)
+        if hasattr(scene, "rollout"):
+            self.rollout = watch.timed("physics", scene.rollout)
 
     def __getattr__(self, name: str):
         return getattr(self._scene, name)

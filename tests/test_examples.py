@@ -153,3 +153,36 @@ def test_pendulum_swingup_quick_evaluation(tmp_path, kind, episodes):
     assert 0.0 <= report["success_rate"] <= 1.0
     assert report["training_episodes"] == episodes  # the shipped weights
     assert video_frames(tmp_path / f"evaluation_{kind}.mp4") > 100
+
+
+def test_pendulum_swingup_one_command_training_then_its_evaluation(tmp_path):
+    # --train runs every phase of the recipe (quick: one iteration of 2 episodes each) into
+    # --out; run again, it finds every phase done and only writes the results again.
+    out = tmp_path / "run"
+    report, stderr = run_example("pendulum_swingup", "--train", "--quick", "--out", str(out))
+    from diffcam.tasks import swingup
+
+    names = [p.name for p in swingup.PIXEL_RECIPE]
+    assert report["phases"] == names
+    assert report["iterations"] == len(names) and report["training_episodes"] == 2 * len(names)
+    assert "phase 1/3" in stderr and f"phase {len(names)}/{len(names)}" in stderr  # the bar
+    rows = [json.loads(line) for line in (out / "curve.jsonl").read_text().splitlines()]
+    assert [r["phase"] for r in rows] == names
+    assert [r["episodes"] for r in rows] == [2 * (k + 1) for k in range(len(names))]
+    for k, name in enumerate(names):
+        assert (out / "phases" / f"{k + 1}-{name}" / "checkpoint.pt").is_file()
+    _, config, info = swingup.load_policy(out / "controller.pt", 30.0)
+    assert config.render_downscale == swingup.PIXEL_BASE.render_downscale
+    assert config.gradient_decay == swingup.PIXEL_RECIPE[-1].gradient_decay
+    assert info["training_episodes"] == 2 * len(names) and len(info["recipe"]) == len(names)
+    assert video_frames(out / "swingup.mp4") > 200  # 10 s from the hanging start at 25 fps
+    again, _ = run_example("pendulum_swingup", "--train", "--quick", "--out", str(out))
+    assert again["training_episodes"] == report["training_episodes"]
+    assert again["training_wall_seconds"] == report["training_wall_seconds"]  # nothing re-run
+
+    evaluation, _ = run_example(
+        "pendulum_swingup", "--evaluate", "--quick", "--weights", str(out / "controller.pt"),
+        "--out", str(tmp_path),
+    )  # fmt: skip
+    assert evaluation["starts"] == 3 and evaluation["training_episodes"] == 2 * len(names)
+    assert evaluation["weights"] == str(out / "controller.pt")

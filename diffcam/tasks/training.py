@@ -42,6 +42,7 @@ __all__ = [
     "TrainConfig",
     "atomic_save",
     "atomic_write_text",
+    "completed_iterations",
     "init_distributed",
     "plot_learning_curve",
     "train",
@@ -256,6 +257,12 @@ def _load_checkpoint(path: Path) -> dict:
     return payload
 
 
+def completed_iterations(out: str | Path) -> int:
+    """Iterations the run in ``out`` has checkpointed (0 when there is no checkpoint)."""
+    path = Path(out) / CHECKPOINT
+    return int(_load_checkpoint(path)["iteration"]) if path.exists() else 0
+
+
 def train(
     model: nn.Module,
     sample: Callable[[torch.Generator, int], torch.Tensor],
@@ -267,6 +274,7 @@ def train(
     progress: bool = True,
     title: str = "",
     before_iteration: Callable[[int], None] | None = None,
+    bar: tqdm | None = None,
 ) -> list[dict]:
     """Train ``model`` and return the metrics of every iteration (all of them, on resume).
 
@@ -288,6 +296,9 @@ def train(
         before_iteration: called with each iteration's number (1-based) before it runs, e.g.
             to set a scheduled setting of ``model``. On resume only the remaining iterations
             are called, so it must set its state from the number, never accumulate it.
+        bar: a tqdm bar of the caller's (e.g. one over several runs, its ``initial`` counting
+            the iterations already done) to advance instead of a bar of this run's own; its
+            description is set to ``title``, its postfix to the metrics; it is not closed.
 
     Returns:
         list of per-iteration dicts: iteration, episodes (samples so far), loss, the model's
@@ -341,13 +352,17 @@ def train(
         )
         plot_learning_curve(rows, out / LEARNING_CURVE, title)
 
-    bar = tqdm(
-        total=config.iterations,
-        initial=start,
-        desc=title or "train",
-        unit="it",
-        disable=not (progress and dist.is_main),
-    )
+    own_bar = bar is None
+    if own_bar:
+        bar = tqdm(
+            total=config.iterations,
+            initial=start,
+            desc=title or "train",
+            unit="it",
+            disable=not (progress and dist.is_main),
+        )
+    else:
+        bar.set_description(title or "train")
     for iteration in range(start + 1, config.iterations + 1):
         began = time.perf_counter()
         if before_iteration is not None:
@@ -386,7 +401,8 @@ def train(
                 save(iteration)
         bar.set_postfix({k: "nan" if v is None else f"{v:.3g}" for k, v in values.items()})
         bar.update(1)
-    bar.close()
+    if own_bar:
+        bar.close()
     if dist.is_main and start >= config.iterations and rows:
         plot_learning_curve(rows, out / LEARNING_CURVE, title)
     dist.barrier()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+import pytest
 import torch
 
 import diffcam
@@ -199,3 +200,38 @@ def test_convention_project_returns_pixel_coordinates_only():
     torch.testing.assert_close(
         pixels, cam.project_with_depth(torch.tensor([[[0.0, 0.0, 1.0], [0.1, 0.0, 1.2]]]))[0]
     )
+
+
+def test_downscaled_camera_projects_to_the_same_place_in_the_smaller_image():
+    camera = diffcam.PinholeCamera.look_at(
+        torch.tensor([0.3, -4.0, 1.2]), torch.zeros(3), torch.tensor([0.0, 0.0, 1.0]), 40.0, 288, 96
+    )
+    points = torch.tensor([[[0.0, 0.0, 0.0], [0.7, 0.2, 0.9], [-1.1, 0.5, -0.3]]])
+    small = camera.downscaled(2)
+    assert (small.width, small.height) == (144, 48)
+    torch.testing.assert_close(small.project(points), camera.project(points) / 2)
+    assert camera.downscaled(1) is camera
+    with pytest.raises(ValueError, match="divisor"):
+        camera.downscaled(5)  # 96 is not a multiple of 5
+
+
+def test_a_render_through_the_downscaled_camera_is_the_pooled_full_render():
+    # The same scene through the camera downscaled by 2 and at full resolution averaged over
+    # 2 x 2 blocks: the same picture, up to the sampling of edges and textures (a pixel
+    # against the average of four samples). Shifting the small camera by one of its pixels
+    # makes a larger difference, so the check sees a misplaced image.
+    scene = diffcam.load_scene("pendulum_cart", batch_size=1)
+    state = scene.initial_state()
+    small = scene.view(camera=scene.camera.downscaled(2))
+    pooled = torch.nn.functional.avg_pool2d(scene.render(state, edge_softness=0.0), 2)
+    image = small.render(state, edge_softness=0.0)
+    assert image.shape == pooled.shape == (1, 3, 48, 144)
+    c = small.camera
+    shifted = small.view(
+        camera=diffcam.PinholeCamera(
+            c.fx, c.fy, c.cx + 1.0, c.cy, c.width, c.height, c.rotation, c.translation
+        )
+    ).render(state, edge_softness=0.0)
+    error = (image - pooled).abs().mean()
+    assert error < 0.015
+    assert (shifted - pooled).abs().mean() > 1.3 * error

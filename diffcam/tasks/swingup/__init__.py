@@ -13,6 +13,8 @@ Pieces, each usable on its own:
   (starts -> loss), so that ``DistributedDataParallel`` can wrap it.
 - `evaluate`: long no-grad rollouts from the hanging start and random starts, plus a video.
 - `save_policy`, `load_policy`: the weights file the example ships.
+- `Phase`, `PIXEL_RECIPE`, `PIXEL_BASE`, `train_recipe`: the pixel controller's training
+  recipe as a list of phases, and the runner that trains it in one go (resumable).
 """
 
 from .cartpole import CartPole
@@ -26,6 +28,7 @@ from .cost import (
 )
 from .episodes import SwingUpConfig, SwingUpEpisodes, make_policy, motor_limit
 from .evaluation import evaluate
+from .recipe import PIXEL_BASE, PIXEL_RECIPE, Phase, RecipeResult, train_recipe
 from .starts import (
     StartRanges,
     curriculum_ranges,
@@ -37,8 +40,12 @@ from .timing import time_iteration
 from .weights import load_policy, save_policy
 
 __all__ = [
+    "PIXEL_BASE",
+    "PIXEL_RECIPE",
     "STATE_FEATURES",
     "CartPole",
+    "Phase",
+    "RecipeResult",
     "StartRanges",
     "SwingUpConfig",
     "SwingUpEpisodes",
@@ -55,6 +62,7 @@ __all__ = [
     "step_cost",
     "swingup_loss",
     "time_iteration",
+    "train_recipe",
     "upright_error",
     "upright_stretches",
 ]

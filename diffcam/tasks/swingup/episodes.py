@@ -43,13 +43,21 @@ class SwingUpConfig:
         where the hard-edged closed loop's gradient exploded; 1 px did that. The default
         stays 0 (hard edges), unlike the renderer's (antialiased edges): it is the measured
         recipe's first phase (docs/tutorials/swingup.md), and the shipped weights store
-        their own value (1.0, the fine-tune's).
+        their own value (1.0, the fine-tune's). ``"antialias"``: the renderer's antialiased
+        edges (`diffcam.render`), each edge pixel covered in proportion.
     speed_weight: weight of the tip-speed penalty (s^2/m).
     target: the loss's target for the tip, "fixed" or "cart" (see `step_cost`).
     upright_threshold: rad; within it of upright counts as upright in the metrics.
     width, hidden: `PixelPolicy` channels and hidden units (hidden: also the `StatePolicy`).
-    downsample: the camera renders at its full resolution; each frame is then averaged over
-        downsample x downsample pixel blocks before the policy sees it (`pixel_observer`).
+    render_downscale: the policy's frames are rendered through the camera at 1 / this of
+        its resolution (`diffcam.PinholeCamera.downscaled`; the bundled camera's 288 x 96 at 2:
+        144 x 48), about render_downscale^2 times fewer pixels to draw and differentiate than
+        rendering at full resolution and pooling (``downsample``), which it replaces. Edge
+        softness is in the smaller image's pixels. Videos and evaluation videos stay at full
+        resolution. Not with domain randomisation (yet).
+    downsample: each rendered frame is averaged over downsample x downsample pixel blocks
+        before the policy sees it (`pixel_observer`). The network's first layer is built for
+        the product render_downscale x downsample (`PixelPolicy`'s ``downsample``).
     compile_physics: step the physics through `physics.compiled_step` (torch.compile). The
         same step; compiled, it does not pay per-op overhead (at B = 16 the eager step is
         dominated by it, above all when the rail's limit rows are active and the 20 solver
@@ -66,13 +74,14 @@ class SwingUpConfig:
     gradient_decay: float = 0.99
     bptt_segment: int | None = 25
     # hard edges on purpose: the recipe as measured (see above), not the renderer's default
-    edge_softness: float = 0.0
+    edge_softness: float | str = 0.0
     speed_weight: float = 0.01
     target: str = "fixed"
     upright_threshold: float = 0.2
     width: int = 16
     hidden: int = 64
     downsample: int = 1
+    render_downscale: int = 1
     compile_physics: bool = False
     observation_gradient: bool = True
 
@@ -83,6 +92,8 @@ class SwingUpConfig:
             )
         if self.control_every < 1 or self.frames < 1:
             raise ValueError("SwingUpConfig.control_every and .frames must be at least 1")
+        if self.render_downscale < 1:
+            raise ValueError("SwingUpConfig.render_downscale must be at least 1")
         if self.target not in ("fixed", "cart"):
             raise ValueError(f"SwingUpConfig.target is {self.target!r}; use 'fixed' or 'cart'")
 
@@ -102,7 +113,7 @@ def make_policy(config: SwingUpConfig, max_action: float) -> nn.Module:
             max_action=max_action,
             width=config.width,
             hidden=config.hidden,
-            downsample=config.downsample,
+            downsample=config.downsample * config.render_downscale,
         )
     return StatePolicy(
         len(STATE_FEATURES),
@@ -138,13 +149,35 @@ class SwingUpEpisodes(nn.Module):
         self.policy = policy
         self.config = config
         self.cartpole = CartPole.from_scene(scene)
+        self._views: dict[int, tuple] = {}  # id(scene) -> (scene, its downscaled view)
+
+    def observed_scene(self, scene=None):
+        """The scene the policy's frames are rendered from: ``scene`` (default this one) seen
+        through its camera `downscaled` by ``config.render_downscale`` (made once per scene
+        and kept, with its own static-layer cache)."""
+        scene = self.scene if scene is None else scene
+        factor = self.config.render_downscale
+        if factor == 1:
+            return scene
+        if not hasattr(scene, "view"):  # e.g. a RandomizedScene: draws its own cameras
+            raise ValueError(
+                f"SwingUpConfig.render_downscale = {factor} needs a plain diffcam.Scene "
+                f"(got {type(scene).__name__}); domain randomisation renders at full resolution"
+            )
+        kept = self._views.get(id(scene))
+        if kept is None or kept[0] is not scene:
+            kept = (scene, scene.view(camera=scene.camera.downscaled(factor)))
+            self._views[id(scene)] = kept
+        return kept[1]
 
     def observer(self, scene=None):
         """The `Observer` of ``config.observation`` (on ``scene``, default this one)."""
         scene = self.scene if scene is None else scene
         if self.config.observation == "pixels":
             c = self.config
-            return pixel_observer(scene, c.frames, c.edge_softness, c.downsample)
+            return pixel_observer(
+                self.observed_scene(scene), c.frames, c.edge_softness, c.downsample
+            )
         return lambda state, memory: (state_features(state, self.cartpole), None, None)
 
     def rollout(

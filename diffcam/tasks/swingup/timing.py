@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import torch
@@ -37,7 +38,15 @@ def time_iteration(episodes: SwingUpEpisodes, starts: torch.Tensor, repeats: int
 
     watch = Stopwatch()
     policy = TimedModule(episodes.policy, watch, "policy")
-    timed = SwingUpEpisodes(TimedScene(episodes.scene, watch), policy, episodes.config)
+    config = episodes.config
+    # The timed proxy wraps the scene the frames are drawn from (a downscaled view shares the
+    # physics world), so that both its renders and its steps are timed.
+    observed = TimedScene(episodes.observed_scene(), watch)
+    timed = SwingUpEpisodes(observed, policy, dataclasses.replace(config, render_downscale=1))
+    # compiled physics steps each held action as one rollout call (`policy_rollout`)
+    chained = (
+        config.compile_physics and config.control_every > 1 and hasattr(episodes.scene, "rollout")
+    )
     begin = time.perf_counter()
     loss, _ = timed(starts)
     forward = time.perf_counter() - begin
@@ -61,10 +70,14 @@ def time_iteration(episodes: SwingUpEpisodes, starts: torch.Tensor, repeats: int
         return episodes.policy(observation.clone().requires_grad_(True))
 
     def physics_graph():
+        if chained:
+            held = action.clone().requires_grad_(True).expand(config.control_every, *action.shape)
+            return episodes.scene.rollout(
+                config.control_every, state=leaf_state(), actions=held, compile=True,
+                gradient_decay=config.gradient_decay, check_finite=False,
+            )[1:].tensors()  # fmt: skip
         return episodes.scene.step(
-            leaf_state(),
-            action.clone().requires_grad_(True),
-            compile=episodes.config.compile_physics,
+            leaf_state(), action.clone().requires_grad_(True), compile=config.compile_physics
         ).tensors()
 
     def render_graph():
@@ -83,7 +96,7 @@ def time_iteration(episodes: SwingUpEpisodes, starts: torch.Tensor, repeats: int
     backward_parts = {
         "render": estimates["render"] * counts.get("render", 0),
         "policy": estimates["policy"] * counts.get("policy", 0),
-        "physics": estimates["physics"] * counts.get("physics", 0),
+        "physics": estimates["physics"] * counts.get("physics", 0),  # per call (see above)
     }
     # A checkpointed rollout runs its forward again inside the backward pass.
     backward_parts["recompute"] = forward if episodes.config.bptt_segment else 0.0
@@ -91,4 +104,5 @@ def time_iteration(episodes: SwingUpEpisodes, starts: torch.Tensor, repeats: int
     ms["backward_other"] = 1e3 * (backward - sum(backward_parts.values()))
     ms["backward_total"] = 1e3 * backward
     ms = {k: round(v, 1) for k, v in ms.items()}
-    return {**ms, "control_steps": counts.get("policy", 0), "steps": counts.get("physics", 0)}
+    steps = counts.get("physics", 0) * (config.control_every if chained else 1)
+    return {**ms, "control_steps": counts.get("policy", 0), "steps": steps}
