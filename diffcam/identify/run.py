@@ -606,7 +606,17 @@ def identify(
         # from a centre stage that matched most frames closely the whole video is in reach;
         # else the pixel stage grows its horizon from half a second
         budget = settings.iterations * (1 if close else 2)
-        result = _pixel_stage(context, best, best_textures, settings, budget, growing=not close)
+        start_from = best
+        turned_keys = [k for k in keyset.keys if k.kind == "rotation"]
+        if turned_keys:  # a body's orientation is a key: starts from its silhouettes
+            start_from, note = _orientation_stage(
+                context, best, best_textures, settings, turned_keys[0], stages, log
+            )
+            notes += [note] if note else []
+            clock = time.perf_counter()
+        result = _pixel_stage(
+            context, start_from, best_textures, settings, budget, growing=not close
+        )
         after_pixels = _values_of(result)
         pixel_textures = context.textures(after_pixels)
         pixel_score = context.score(after_pixels, pixel_textures)
@@ -680,6 +690,74 @@ def identify(
         textures=best_textures, observation=obs, parameters=best, contacts=contacts,
         _context=context,
     )  # fmt: skip
+
+
+def _orientation_stage(context: _Context, values: dict, textures: dict, settings: Settings,
+                       key, stages: list, log) -> tuple[dict, str | None]:  # fmt: skip
+    """The start of the pixel stage when a body's orientation is a key: orientation and spin
+    starts from the body's silhouettes (`orientation.orientation_starts`), each taken a short
+    pixel stage forward (a third of the iterations) and scored; the values of the one that
+    explains the video best (or ``values`` when none does better), and a note."""
+    from .orientation import orientation_starts
+
+    clock = time.perf_counter()
+    body = key.path.split(".")[1]
+    index = context.scene.body_names.index(body)
+    spec = next(b for b in context.scene.config.bodies if b["name"] == body)
+    if spec["shape"] != "mesh":
+        return values, None
+    starts = orientation_starts(context, values, index)
+    if not starts:
+        return values, (f"no orientation starts for {body}: too few frames show it whole; "
+                        "the pixel stage starts from the scene file's orientation")  # fmt: skip
+    log(f"orientations: {len(starts)} starts from {body}'s silhouettes, overlaps "
+        + ", ".join(f"{s.overlap:.2f}" for s in starts)
+        + f" ({time.perf_counter() - clock:.1f} s)")  # fmt: skip
+    tried = []
+    budget = max(2, settings.iterations // 3)
+    for n, start in enumerate(starts):
+        candidate = _with_orientation(context, values, key, spec, start)
+        fit = _pixel_stage(context, candidate, textures, settings, budget)
+        after = _values_of(fit)
+        score = context.score(after, context.textures(after))
+        log(f"orientation start {n}: silhouette overlap {start.overlap:.2f}, after "
+            f"{fit.iterations} evaluations explains {score.explained:.1%}")  # fmt: skip
+        tried.append((score.explained, n, after, score))
+    explained, n, after, score = max(tried, key=lambda t: t[0])
+    stages.append(_stage("orientations", len(starts), time.perf_counter() - clock, score,
+                         starts=len(starts), chosen=n))  # fmt: skip
+    return after, (f"{body}'s orientation: {len(starts)} starts from its silhouettes, kept "
+                   f"start {n} (explains {explained:.0%})")  # fmt: skip
+
+
+def _with_orientation(context: _Context, values: dict, key, spec: dict, start) -> dict:
+    """``values`` with a mesh body's orientation key at ``start`` (its state frame's rotation
+    and spin at time 0), its angular velocity (if a whole key) at the start's spin and its
+    position (if a whole key) moved so that its centre of mass stays where it was."""
+    from physics.math3d import quat_to_matrix
+
+    from .keys import turned
+    from .orientation import _log
+
+    body = key.path.split(".")[1]
+    keyset = context.keyset
+    mesh = spec["mesh_body"]
+    axes = torch.as_tensor(mesh.axes, dtype=torch.float64)  # file_from_state
+    centre = torch.as_tensor(mesh.center, dtype=torch.float64)  # centre of mass in the file
+    base = keyset.base[key.path].double()
+    current = quat_to_matrix(turned(base, values[key.params[0]].double()))
+    wanted = start.rotation @ axes.T  # world_from_file
+    out = dict(values)
+    out[key.params[0]] = _log(wanted @ quat_to_matrix(base / base.norm()).T)
+    names = {k.name: k for k in keyset.keys}
+    spin = names.get(f"bodies.{body}.angular_velocity")
+    if spin is not None and spin.kind == "plain" and spin.index is None:
+        out[spin.params[0]] = start.angular_velocity.clone()
+    position = names.get(f"bodies.{body}.position")
+    if position is not None and position.kind == "plain" and position.index is None:
+        p = values[position.params[0]].double()
+        out[position.params[0]] = p + (current - wanted) @ centre
+    return out
 
 
 def _contacts(scene, keyset: KeySet, values: dict) -> dict:
