@@ -625,7 +625,7 @@ def render_moving(cam: dict, static: dict, prims: list[Prim], nuisances=()):
     counts = {p.name: [0, 0, 0] for p in prims if p.name}
     is_nuisance = np.array([p.group in nuisances for p in prims] + [False])  # owner -1 -> last
     clear = []
-    fronts = []
+    fronts = {}
     hits = []
     for k, (p, box) in enumerate(zip(prims, boxes, strict=True)):
         if not len(box):
@@ -639,9 +639,8 @@ def render_moving(cam: dict, static: dict, prims: list[Prim], nuisances=()):
         tn, _ = p.intersect(o, d.reshape(-1, 3))
         tn = tn.reshape(shp)
         front = (tn > 0) & (tn < bg_depth[sl])
-        if p.name:
-            counts[p.name][0] += int(front.sum())
-            fronts.append((k, sl, front))
+        if p.name:  # a body of several prims (the tumble's block) counts a ray once
+            fronts.setdefault(p.name, np.zeros(depth.shape, bool))[sl] |= front
         ri, si = np.nonzero(front)
         rows = sl[ri]
         tv = tn[ri, si]
@@ -656,8 +655,9 @@ def render_moving(cam: dict, static: dict, prims: list[Prim], nuisances=()):
         won = owner[rows, si] == k
         if won.any():
             rad[rows[won], si[won]] = _shade_hits(prims[k], o, dk[won], tv[won], lt)
-    for k, sl, front in fronts:
-        counts[prims[k].name][2] += int((front & is_nuisance[owner[sl]]).sum())
+    for name, front in fronts.items():
+        counts[name][0] += int(front.sum())
+        counts[name][2] += int((front & is_nuisance[owner]).sum())
     seen = {}
     n_own = np.bincount(owner.reshape(-1) + 1, minlength=len(prims) + 1)[1:]
     for k, p in enumerate(prims):
@@ -2153,6 +2153,7 @@ def setup_tumble(
             "mesh_file": "scenes/lblock.obj",
             "bar_size": list(_BAR),
             "upright_size": list(_POST),
+            "size": [_BAR[0], _BAR[1], _BAR[2] + _POST[2]],  # the bounding box's extents
             "mass": mass,
             "inertia_body": geometry["inertia"],
             "pieces_body": [{"centre": c, "half_extents": h} for c, h in pieces],
