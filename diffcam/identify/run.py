@@ -12,7 +12,11 @@ The stages, each kept only if it explains the video better than what came before
    and the blobs of each mask (`observation`, `blobs`);
 2. **centres**: the moving bodies' projected centres fitted to the blobs through the physics
    and the camera (`centres`): cheap, with a wide reach;
-3. **pixels**: the plate again without the bodies where the model now puts them; each body's
+3. **orientations** (when a mesh body's orientation, ``bodies.<body>.quat``, is a key): starts
+   for its orientation and spin from its mesh's silhouettes matched to its blobs
+   (`orientation`), each taken a short pixel stage forward with the look learnt there; the
+   one that explains its frames best starts the pixel stage;
+4. **pixels**: the plate again without the bodies where the model now puts them; each body's
    texture learnt from the frames (`appearance`); then every pixel of every frame, with a
    silhouette term against the foreground mask (`diffcam.fit_scene`), and the textures learnt
    again at the new pose.
