@@ -32,6 +32,7 @@ __all__ = [
     "ImageModel",
     "Windows",
     "body_windows",
+    "bounding_radius",
     "crop",
     "estimate_color",
     "render_video",
@@ -140,7 +141,7 @@ def crop(images: torch.Tensor, windows: Windows) -> torch.Tensor:
     return picked.permute(0, 1, 4, 2, 3)  # (T, B, h, w, C) -> (T, B, C, h, w)
 
 
-def _bounding_radius(world, primitives=None) -> torch.Tensor:
+def bounding_radius(world, primitives=None) -> torch.Tensor:
     """(B, N) radius (m) of a sphere about each body's centre that holds the body (a mesh
     body's: its farthest vertex from its centre of mass, from ``primitives``; the physics'
     stand-in box of a mesh need not hold the mesh)."""
@@ -197,7 +198,7 @@ def body_windows(scene, trajectory, times, model: ImageModel, margin: float, ali
         if model.distortion is not None:
             pixels = _distort_pixels(pixels, camera, model.distortion)
         focal = torch.maximum(camera.fx, camera.fy).detach().expand(pixels.shape[0])[:, None]
-        radius = _bounding_radius(scene.world, getattr(scene, "primitives", None)).detach()[
+        radius = bounding_radius(scene.world, getattr(scene, "primitives", None)).detach()[
             :, dynamic
         ]  # (B, D)
         radius = radius[:, None, :].expand(-1, count * samples, -1).reshape(batch, -1)

@@ -343,9 +343,9 @@ def turned(quat: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
 
 def _body_radius(scene, body: str) -> float:
     """The radius (m) of the sphere about a body's centre that holds it."""
-    from ..formation import _bounding_radius
+    from ..formation import bounding_radius
 
-    radius = _bounding_radius(scene.world, scene.primitives)
+    radius = bounding_radius(scene.world, scene.primitives)
     return float(radius[0, scene.body_names.index(body)])
 
 

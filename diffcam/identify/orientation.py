@@ -26,7 +26,14 @@ import math
 
 import torch
 
-__all__ = ["OrientationStart", "orientation_starts", "rotation_set", "silhouettes"]
+__all__ = [
+    "OrientationStart",
+    "orientation_starts",
+    "rotation_exp",
+    "rotation_log",
+    "rotation_set",
+    "silhouettes",
+]
 
 _SET = 4096  # rotations in the set matched per frame
 _FRAMES = 7  # frames matched
@@ -56,14 +63,14 @@ def rotation_set(count: int, seed: int = 0) -> torch.Tensor:
     return quat_to_matrix(q / q.norm(dim=-1, keepdim=True))
 
 
-def _exp(rotation_vector: torch.Tensor) -> torch.Tensor:
+def rotation_exp(rotation_vector: torch.Tensor) -> torch.Tensor:
     """(..., 3, 3) the rotations of rotation vectors (..., 3) (rad)."""
     from physics.math3d import axis_angle_to_matrix
 
     return axis_angle_to_matrix(rotation_vector)
 
 
-def _log(rotation: torch.Tensor) -> torch.Tensor:
+def rotation_log(rotation: torch.Tensor) -> torch.Tensor:
     """(..., 3) the rotation vectors (rad, angle in [0, pi]) of rotations (..., 3, 3)."""
     cos = ((rotation.diagonal(dim1=-2, dim2=-1).sum(-1) - 1) / 2).clamp(-1.0, 1.0)
     angle = torch.acos(cos)
@@ -172,7 +179,7 @@ class _Matcher:
         turning at ``spin`` (N, 3) rad/s: ``R(t) = exp(t w) R0``."""
         total = torch.zeros(start.shape[0], dtype=torch.float64)
         for index, frame in enumerate(self.frames):
-            total += self.overlap(index, _exp(spin * frame.time) @ start)
+            total += self.overlap(index, rotation_exp(spin * frame.time) @ start)
         return total / len(self.frames)
 
 
@@ -237,8 +244,8 @@ def orientation_starts(context, values: dict, body: int, count: int = 3) -> list
             b = a + 2
             ra, rb = candidates[best[a]], candidates[best[b]]  # (_BEST, 3, 3)
             turn = rb[None] @ ra[:, None].transpose(-1, -2)  # (_BEST, _BEST, 3, 3)
-            spin = _log(turn) / (frames[b].time - frames[a].time)
-            start = _exp(-spin * frames[a].time) @ ra[:, None]
+            spin = rotation_log(turn) / (frames[b].time - frames[a].time)
+            start = rotation_exp(-spin * frames[a].time) @ ra[:, None]
             starts.append(start.reshape(-1, 3, 3))
             spins.append(spin.reshape(-1, 3))
         starts, spins = torch.cat(starts), torch.cat(spins)
@@ -251,7 +258,7 @@ def orientation_starts(context, values: dict, body: int, count: int = 3) -> list
     chosen: list[OrientationStart] = []
     for s in refined:  # distinct: another orientation (> 20 degrees) or spin (> 2 rad/s)
         if all(
-            float(_log(s.rotation @ c.rotation.T).norm()) > math.radians(20.0)
+            float(rotation_log(s.rotation @ c.rotation.T).norm()) > math.radians(20.0)
             or float((s.angular_velocity - c.angular_velocity).norm()) > 2.0
             for c in chosen
         ):
@@ -269,7 +276,7 @@ def _refine(matcher: _Matcher, start, spin, overlap: float, rounds: int = 6,
         scale = 0.5 ** (r // 2)
         dr = torch.randn(samples, 3, generator=generator, dtype=torch.float64) * turn * scale
         dw = torch.randn(samples, 3, generator=generator, dtype=torch.float64) * change * scale
-        starts = _exp(dr) @ start
+        starts = rotation_exp(dr) @ start
         spins = spin + dw
         scores = matcher.mean_overlap(starts, spins)
         i = int(scores.argmax())

@@ -759,7 +759,7 @@ def _with_orientation(context: _Context, values: dict, key, spec: dict, start) -
     from physics.math3d import quat_to_matrix
 
     from .keys import turned
-    from .orientation import _log
+    from .orientation import rotation_log
 
     body = key.path.split(".")[1]
     keyset = context.keyset
@@ -770,7 +770,7 @@ def _with_orientation(context: _Context, values: dict, key, spec: dict, start) -
     current = quat_to_matrix(turned(base, values[key.params[0]].double()))
     wanted = start.rotation @ axes.T  # world_from_file
     out = dict(values)
-    out[key.params[0]] = _log(wanted @ quat_to_matrix(base / base.norm()).T)
+    out[key.params[0]] = rotation_log(wanted @ quat_to_matrix(base / base.norm()).T)
     names = {k.name: k for k in keyset.keys}
     spin = names.get(f"bodies.{body}.angular_velocity")
     if spin is not None and spin.kind == "plain" and spin.index is None:

@@ -8,6 +8,7 @@ projection), and the failures a user meets, each a clear `IdentifyError`.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -318,18 +319,18 @@ def test_a_body_orientation_key_is_a_turn_from_the_file_orientation():
 
 
 def test_a_mesh_body_bounds_and_side_area_come_from_its_mesh():
-    from diffcam.formation import _bounding_radius
+    from diffcam.formation import bounding_radius
     from diffcam.identify.centres import _side_area
 
     scene = diffcam.load_scene("mesh_tumble")
     torus = scene.body_names.index("torus")
-    radius = _bounding_radius(scene.world, scene.primitives)[0, torus]
+    radius = bounding_radius(scene.world, scene.primitives)[0, torus]
     assert float(radius) == pytest.approx(0.68, rel=1e-3)  # its rim, not its stand-in box's
     assert float(_side_area(scene.world)[0, torus]) > 0.1  # not a plane's drawn extent
 
 
 def test_silhouettes_and_rotation_logs():
-    from diffcam.identify.orientation import _exp, _log, rotation_set, silhouettes
+    from diffcam.identify.orientation import rotation_exp, rotation_log, rotation_set, silhouettes
 
     # a square of two triangles (x, y in [1, 3]) covers the 4 pixel centres inside it
     square = torch.tensor([[[1.0, 1.0], [3.0, 1.0], [3.0, 3.0], [1.0, 3.0]]])
@@ -341,9 +342,40 @@ def test_silhouettes_and_rotation_logs():
     # the log inverts the exponential, up to a turn of pi (either sign there)
     rotations = rotation_set(64)
     assert torch.allclose(rotations @ rotations.transpose(-1, -2), torch.eye(3).double(), atol=1e-9)
-    assert torch.allclose(_exp(_log(rotations)), rotations, atol=1e-6)
+    assert torch.allclose(rotation_exp(rotation_log(rotations)), rotations, atol=1e-6)
     near_pi = (
         torch.tensor([[0.0, math.pi - 1e-8, 0.0], [0.6, 0.0, 0.8]]).double()
         * torch.tensor([[1.0], [math.pi]]).double()
     )
-    assert torch.allclose(_exp(_log(_exp(near_pi))), _exp(near_pi), atol=1e-6)
+    assert torch.allclose(
+        rotation_exp(rotation_log(rotation_exp(near_pi))), rotation_exp(near_pi), atol=1e-6
+    )
+
+
+def test_an_orientation_start_becomes_the_file_frame_keys():
+    """A start in the physics state's frame (the mesh's principal axes) sets the file-frame
+    orientation key, the spin, and a position that keeps the centre of mass in place."""
+    import types
+
+    from diffcam.identify.orientation import OrientationStart
+    from diffcam.identify.run import _with_orientation
+    from physics.math3d import axis_angle_to_matrix, quat_to_matrix
+
+    # the L block's principal axes are not its mesh file's axes
+    scene = diffcam.load_scene(Path(__file__).parents[1] / "data" / "scenes" / "tumble.toml")
+    names = ["bodies.block.position", "bodies.block.quat", "bodies.block.angular_velocity"]
+    keys = make_keyset(scene, names)
+    spec = next(b for b in scene.config.bodies if b["name"] == "block")
+    axes = torch.as_tensor(spec["mesh_body"].axes, dtype=torch.float64)
+    state = axis_angle_to_matrix(torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64))
+    spin = torch.tensor([1.0, 2.0, -3.0], dtype=torch.float64)
+    context = types.SimpleNamespace(keyset=keys)
+    values = _with_orientation(context, keys.initial(), keys.keys[1], spec,
+                               OrientationStart(state, spin, 1.0))  # fmt: skip
+    user = keys.values(values)
+    assert not torch.allclose(axes, torch.eye(3, dtype=torch.float64), atol=0.1)
+    assert torch.allclose(quat_to_matrix(user["bodies.block.quat"]) @ axes, state, atol=1e-6)
+    assert torch.allclose(user["bodies.block.angular_velocity"], spin)
+    # the block's centre of mass is its file's origin: the position stays
+    start = torch.tensor([-0.72, 0.03, 0.63], dtype=torch.float64)
+    assert torch.allclose(user["bodies.block.position"], start, atol=1e-6)
