@@ -8,7 +8,9 @@ wants from that clip, the status, the wall-clock seconds and the peak resident m
 * bounce (120 fps stored as 30 fps, a hand at the start): the restitution;
 * throw (AVI with B-frames, a person walking in, the ball's shadow): launch speed and angle;
 * incline: the block's friction coefficient on the plank (the contact's, geometric mean);
-* double pendulum (first second): the start angles.
+* double pendulum (first second): the start angles;
+* tumble (a mesh: an L-shaped block in free flight): its 6-DoF start from the automatic
+  start, position (mm), orientation (degrees), velocity (mm/s) and spin (rad/s) errors.
 
 Usage: python benchmarks/bench_identify_clips.py [--clip NAME ...] [--threads T]
 """
@@ -63,6 +65,12 @@ CLIPS = {
                  "joints.elbow.velocity", "camera.position", "camera.look_at"],
         "args": ["--seconds", "1.0"],
     },
+    "tumble": {
+        "video": "tumble_realistic.mp4",
+        "keys": ["bodies.block.position", "bodies.block.velocity", "bodies.block.quat",
+                 "bodies.block.angular_velocity"],
+        "args": [],
+    },
 }  # fmt: skip
 
 
@@ -93,6 +101,11 @@ def errors(name: str, result: dict) -> dict:
     if name == "incline":
         mu = result["contacts"]["block/incline"]["friction"]
         return {"mu": mu, "mu_error": mu / physics["mu"] - 1}
+    if name == "tumble":
+        sys.path.insert(0, str(ROOT / "examples"))
+        from mesh_pose import pose_errors
+
+        return {k: round(e, 3) for k, e in pose_errors(v, truth).items()}
     return {
         "theta1_error_rad": v["joints.pivot.position"] - physics["theta1_0"],
         "q2_error_rad": v["joints.elbow.position"] - physics["q2_0"],

@@ -32,6 +32,7 @@ __all__ = [
     "ImageModel",
     "Windows",
     "body_windows",
+    "bounding_radius",
     "crop",
     "estimate_color",
     "render_video",
@@ -140,13 +141,19 @@ def crop(images: torch.Tensor, windows: Windows) -> torch.Tensor:
     return picked.permute(0, 1, 4, 2, 3)  # (T, B, h, w, C) -> (T, B, C, h, w)
 
 
-def _bounding_radius(world) -> torch.Tensor:
-    """(B, N) radius (m) of a sphere about each body's centre that holds the body."""
+def bounding_radius(world, primitives=None) -> torch.Tensor:
+    """(B, N) radius (m) of a sphere about each body's centre that holds the body (a mesh
+    body's: its farthest vertex from its centre of mass, from ``primitives``; the physics'
+    stand-in box of a mesh need not hold the mesh)."""
     size = world.size
     radii = []
     for i, shape in enumerate(world.shapes):
         s = size[:, i]
-        if shape == "sphere":
+        mesh = getattr(primitives[i], "mesh", None) if primitives is not None else None
+        if mesh is not None:
+            far = mesh.vertices.detach().norm(dim=-1).max().to(s)
+            radii.append(far.expand(s.shape[0]))
+        elif shape == "sphere":
             radii.append(s[:, 0])
         elif shape == "capsule":
             radii.append(s[:, 0] + 0.5 * s[:, 1])
@@ -191,7 +198,9 @@ def body_windows(scene, trajectory, times, model: ImageModel, margin: float, ali
         if model.distortion is not None:
             pixels = _distort_pixels(pixels, camera, model.distortion)
         focal = torch.maximum(camera.fx, camera.fy).detach().expand(pixels.shape[0])[:, None]
-        radius = _bounding_radius(scene.world).detach()[:, dynamic]  # (B, D)
+        radius = bounding_radius(scene.world, getattr(scene, "primitives", None)).detach()[
+            :, dynamic
+        ]  # (B, D)
         radius = radius[:, None, :].expand(-1, count * samples, -1).reshape(batch, -1)
         near = depth <= radius  # the camera is inside or behind the bound: take everything
         reach = focal * radius / depth.clamp_min(1e-9) + margin

@@ -123,7 +123,8 @@ def projected(built, times: torch.Tensor, bodies):
 
 def _side_area(world) -> torch.Tensor:
     """(B, N) each body's silhouette area seen side-on (m^2): a sphere's disc, a capsule's or
-    cylinder's side, a box's largest face."""
+    cylinder's side, a box's (or a mesh's stand-in box's: its principal moments') largest
+    face."""
     size = world.size
     areas = []
     for i, shape in enumerate(world.shapes):
@@ -134,7 +135,7 @@ def _side_area(world) -> torch.Tensor:
             areas.append(2 * s[:, 0] * s[:, 1] + math.pi * s[:, 0].square())
         elif shape == "cylinder":
             areas.append(2 * s[:, 0] * s[:, 1])
-        elif shape == "box":
+        elif shape in ("box", "hull"):
             two = s[:, :3].sort(-1).values[:, 1:]
             areas.append(two[:, 0] * two[:, 1])
         else:  # a plane (static): its drawn extent

@@ -11,10 +11,16 @@ parameterisation and a scale), chosen by what the key is:
   bodies' distance (or that angle);
 * ``camera.look_at``: two angles (pan and tilt about the camera's position: moving the point
   along the line of sight changes nothing, so it is not a parameter); ``camera.up``: one angle
-  (the roll about the line of sight).
+  (the roll about the line of sight);
+* ``bodies.<body>.quat`` (a body's start orientation): a rotation vector (3,) in radians, the
+  world-frame turn from the file's orientation (``q = exp(r) * q_file``): three free numbers
+  for the three degrees of freedom (a quaternion's four are one too many, and its norm is
+  not seen), in steps of about two pixels of motion at the body's edge. The key's value is the
+  fitted quaternion ``[w, x, y, z]``; a single component (``quat[1]``) is refused.
 
 Besides the user's keys, every drawn moving body gets a size factor (``size:<body>``) unless
-its size is a key already: a body drawn too big or too small is a model the video cannot
+its size is a key already (or it is a mesh: a mesh file gives the object's measured shape, and
+its scale is not a differentiable key): a body drawn too big or too small is a model the video cannot
 explain, and fitting its look around a wrong size walks the geometry away. The factor scales
 a sphere's radius, a box's extents, and a capsule's or cylinder's radius (not its length,
 which spans its joints).
@@ -72,7 +78,7 @@ class _Key:
     path: str
     index: int | None
     base: torch.Tensor
-    kind: str  # "plain" | "look_at" | "up"
+    kind: str  # "plain" | "look_at" | "up" | "rotation"
     params: list[str]
 
 
@@ -246,6 +252,9 @@ class KeySet:
                 index = torch.zeros(current.shape[-1], dtype=torch.bool, device=current.device)
                 index[key.index] = True
                 out[key.path] = torch.where(index, values[key.params[0]], current)
+        for key in self.keys:
+            if key.kind == "rotation":
+                out[key.path] = turned(base(key.path), values[key.params[0]])
         camera = [k for k in self.keys if k.kind in ("look_at", "up")]
         if camera:
             position = base("camera.position")
@@ -319,6 +328,27 @@ def _rotate(vector: torch.Tensor, axis: torch.Tensor, angle: torch.Tensor) -> to
     return vector * c + cross * s + axis * dot * (1 - c)
 
 
+def turned(quat: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
+    """The quaternion (4,) [w, x, y, z] ``quat`` (normalised here) turned by the world-frame
+    rotation vector ``rotation`` (3,) (rad): ``exp(rotation) * quat``; smooth at zero."""
+    q = quat / quat.norm()
+    half = 0.5 * rotation.to(q)
+    angle = (half.square().sum() + 1e-24).sqrt()  # no 0/0 in its derivatives at zero
+    w, v = torch.cos(angle), half * (torch.sin(angle) / angle)
+    return torch.cat([
+        (w * q[0] - (v * q[1:]).sum())[None],
+        w * q[1:] + q[0] * v + torch.linalg.cross(v, q[1:], dim=-1),
+    ])  # fmt: skip
+
+
+def _body_radius(scene, body: str) -> float:
+    """The radius (m) of the sphere about a body's centre that holds it."""
+    from ..formation import bounding_radius
+
+    radius = bounding_radius(scene.world, scene.primitives)
+    return float(radius[0, scene.body_names.index(body)])
+
+
 def _unit(v: torch.Tensor) -> torch.Tensor:
     return v / v.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
@@ -384,6 +414,12 @@ def make_keyset(scene, names: Sequence[str], fit_sizes: bool = True) -> KeySet:
         seen.add(name)
         path, index = _parse(name, valid)
         value = base[path]
+        rotation = path.startswith("bodies.") and path.endswith(".quat")
+        if rotation and index is not None:
+            raise IdentifyError(
+                f"key {name!r}: an orientation is fitted whole: give {path} (fitted as a turn "
+                "from the file's orientation, three angles; the value is the quaternion)"
+            )
         if index is not None and (value.dim() != 1 or index >= value.shape[0]):
             raise IdentifyError(
                 f"key {name!r}: {path} has {value.numel()} component(s); index 0 to "
@@ -399,6 +435,10 @@ def make_keyset(scene, names: Sequence[str], fit_sizes: bool = True) -> KeySet:
             kind, own = "up", ["camera.up:roll"]
             step = 4.0 / scene.camera.width
             params.append(Param(own[0], {"init": 0.0, "scale": step, "prior": _AIM / step}))
+        elif rotation:
+            kind, own = "rotation", [name]
+            step = 2.0 * pixel / max(_body_radius(scene, path.split(".")[1]), 10 * pixel)
+            params.append(Param(name, {"init": [0.0, 0.0, 0.0], "scale": [step] * 3}))
         elif value.dim() == 0 or index is not None:
             kind, own = "plain", [name]
             init = float(value if index is None else value[index])
@@ -420,9 +460,10 @@ def make_keyset(scene, names: Sequence[str], fit_sizes: bool = True) -> KeySet:
     sizes = {}
     if fit_sizes:
         sized = {k.path for k in keys}
+        shapes = {b["name"]: b["shape"] for b in scene.config.bodies}
         for i in scene.dynamic_bodies:
             body = scene.body_names[i]
-            if f"bodies.{body}.size" not in sized:
+            if f"bodies.{body}.size" not in sized and shapes[body] != "mesh":
                 sizes[body] = SIZE_PREFIX + body
                 params.append(
                     Param(SIZE_PREFIX + body, {"init": 1.0, "positive": True, "prior": _SIZE})

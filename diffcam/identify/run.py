@@ -12,7 +12,11 @@ The stages, each kept only if it explains the video better than what came before
    and the blobs of each mask (`observation`, `blobs`);
 2. **centres**: the moving bodies' projected centres fitted to the blobs through the physics
    and the camera (`centres`): cheap, with a wide reach;
-3. **pixels**: the plate again without the bodies where the model now puts them; each body's
+3. **orientations** (when a mesh body's orientation, ``bodies.<body>.quat``, is a key): starts
+   for its orientation and spin from its mesh's silhouettes matched to its blobs
+   (`orientation`), each taken a short pixel stage forward with the look learnt there; the
+   one that explains its frames best starts the pixel stage;
+4. **pixels**: the plate again without the bodies where the model now puts them; each body's
    texture learnt from the frames (`appearance`); then every pixel of every frame, with a
    silhouette term against the foreground mask (`diffcam.fit_scene`), and the textures learnt
    again at the new pose.
@@ -427,13 +431,16 @@ def _refined_plate(obs: Observation, context: _Context, values: dict) -> Observa
 
 def _pixel_stage(context: _Context, values: dict, textures: dict, settings: Settings,
                  iterations: int, observation=None, scene=None, horizon=None,
-                 growing: bool = False):  # fmt: skip
+                 growing: bool = False, frames: int | None = None,
+                 uncertainty: bool = True):  # fmt: skip
     """`fit_scene` on every pixel (colours and silhouettes) from ``values``, the textures
     fixed; ``growing``: over horizons doubling from half a second (for a start the centre
-    stage could not bring close). Returns its `FitResult`."""
+    stage could not bring close); ``frames``: at most this many frames (default
+    ``settings.pixel_frames``); ``uncertainty``: the covariance at the end. Returns its
+    `FitResult`."""
     obs = observation or context.obs
     fit_exposure = settings.exposure is None
-    index = _spread(len(obs), settings.pixel_frames)
+    index = _spread(len(obs), frames or settings.pixel_frames)
     if horizon is not None:
         index = index[: max(4, len(index) * horizon // len(obs))]
     mask = context.body_mask if observation is None else obs.mask
@@ -454,7 +461,7 @@ def _pixel_stage(context: _Context, values: dict, textures: dict, settings: Sett
             schedule=Schedule(iterations=iterations, optimizer="lm",
                               edge_softness=settings.edge_softness, horizons=horizons),
             objective=Objective(silhouettes=Silhouettes(mask, settings.silhouette_weight)),
-            runtime=Runtime(progress=False),
+            runtime=Runtime(progress=False, uncertainty=uncertainty),
         )  # fmt: skip
 
 
@@ -606,7 +613,17 @@ def identify(
         # from a centre stage that matched most frames closely the whole video is in reach;
         # else the pixel stage grows its horizon from half a second
         budget = settings.iterations * (1 if close else 2)
-        result = _pixel_stage(context, best, best_textures, settings, budget, growing=not close)
+        start_from, start_textures = best, best_textures
+        turned_keys = [k for k in keyset.keys if k.kind == "rotation"]
+        if turned_keys:  # a body's orientation is a key: starts from its silhouettes
+            start_from, start_textures, note = _orientation_stage(
+                context, best, best_textures, settings, turned_keys[0], stages, log
+            )
+            notes += [note] if note else []
+            clock = time.perf_counter()
+        result = _pixel_stage(
+            context, start_from, start_textures, settings, budget, growing=not close
+        )
         after_pixels = _values_of(result)
         pixel_textures = context.textures(after_pixels)
         pixel_score = context.score(after_pixels, pixel_textures)
@@ -680,6 +697,89 @@ def identify(
         textures=best_textures, observation=obs, parameters=best, contacts=contacts,
         _context=context,
     )  # fmt: skip
+
+
+def _orientation_stage(context: _Context, values: dict, textures: dict, settings: Settings,
+                       key, stages: list, log) -> tuple[dict, dict, str | None]:  # fmt: skip
+    """The start of the pixel stage when a body's orientation is a key: orientation and spin
+    starts from the body's silhouettes (`orientation.orientation_starts`), each with the look
+    learnt at it taken a short pixel stage forward (a third of the iterations and frames);
+    the values of the one that explains its frames best and the look learnt there (or
+    ``values`` and ``textures`` when there are no starts), and a note."""
+    from .orientation import orientation_starts
+
+    clock = time.perf_counter()
+    body = key.path.split(".")[1]
+    index = context.scene.body_names.index(body)
+    spec = next(b for b in context.scene.config.bodies if b["name"] == body)
+    if spec["shape"] != "mesh":
+        return values, textures, None
+    starts = orientation_starts(context, values, index)
+    if not starts:
+        return (
+            values,
+            textures,
+            (
+                f"no orientation starts for {body}: too few frames show it whole; the pixel stage "
+                "starts from the scene file's orientation"
+            ),
+        )
+    log(f"orientations: {len(starts)} starts from {body}'s silhouettes, overlaps "
+        + ", ".join(f"{s.overlap:.2f}" for s in starts)
+        + f" ({time.perf_counter() - clock:.1f} s)")  # fmt: skip
+    tried = []
+    budget = max(2, settings.iterations // 3)
+    frames = max(8, min(settings.pixel_frames, len(context.obs)) // 3)
+    for n, start in enumerate(starts):
+        candidate = _with_orientation(context, values, key, spec, start)
+        fit = _pixel_stage(context, candidate, context.textures(candidate), settings, budget,
+                           frames=frames, uncertainty=False)  # fmt: skip
+        log(f"orientation start {n}: silhouette overlap {start.overlap:.2f}, after "
+            f"{fit.iterations} evaluations explains {fit.explained or 0.0:.1%} of its frames")  # fmt: skip
+        tried.append((-math.inf if fit.explained is None else fit.explained, n, _values_of(fit)))
+    explained, n, after = max(tried, key=lambda t: t[0])
+    learnt = context.textures(after)
+    score = context.score(after, learnt)
+    stages.append(_stage("orientations", len(starts), time.perf_counter() - clock, score,
+                         starts=len(starts), chosen=n))  # fmt: skip
+    return (
+        after,
+        learnt,
+        (
+            f"{body}'s orientation: {len(starts)} starts from its silhouettes, kept start {n} "
+            f"(explains {score.explained:.0%})"
+        ),
+    )
+
+
+def _with_orientation(context: _Context, values: dict, key, spec: dict, start) -> dict:
+    """``values`` with a mesh body's orientation key at ``start`` (its state frame's rotation
+    and spin at time 0), its angular velocity (if a whole key) at the start's spin and its
+    position (if a whole key) moved so that its centre of mass stays where it was."""
+    from physics.math3d import quat_to_matrix
+
+    from .keys import turned
+    from .orientation import rotation_log
+
+    body = key.path.split(".")[1]
+    keyset = context.keyset
+    mesh = spec["mesh_body"]
+    axes = torch.as_tensor(mesh.axes, dtype=torch.float64)  # file_from_state
+    centre = torch.as_tensor(mesh.center, dtype=torch.float64)  # centre of mass in the file
+    base = keyset.base[key.path].double()
+    current = quat_to_matrix(turned(base, values[key.params[0]].double()))
+    wanted = start.rotation @ axes.T  # world_from_file
+    out = dict(values)
+    out[key.params[0]] = rotation_log(wanted @ quat_to_matrix(base / base.norm()).T)
+    names = {k.name: k for k in keyset.keys}
+    spin = names.get(f"bodies.{body}.angular_velocity")
+    if spin is not None and spin.kind == "plain" and spin.index is None:
+        out[spin.params[0]] = start.angular_velocity.clone()
+    position = names.get(f"bodies.{body}.position")
+    if position is not None and position.kind == "plain" and position.index is None:
+        p = values[position.params[0]].double()
+        out[position.params[0]] = p + (current - wanted) @ centre
+    return out
 
 
 def _contacts(scene, keyset: KeySet, values: dict) -> dict:

@@ -35,6 +35,7 @@ CLIPS = (
     "throw_realistic.avi",
     "incline_realistic.mp4",
     "double_pendulum_realistic.mp4",
+    "tumble_realistic.mp4",
 )
 
 

@@ -65,12 +65,13 @@ mrp = _load_pendulum_module()
 
 HERE = Path(__file__).resolve().parent
 G = mrp.G  # 9.81 m/s^2 along -z
-KINDS = ("bounce", "throw", "incline", "double_pendulum")
+KINDS = ("bounce", "throw", "incline", "double_pendulum", "tumble")
 OUTPUTS = {
     "bounce": "bounce_realistic.mp4",
     "throw": "throw_realistic.avi",
     "incline": "incline_realistic.mp4",
     "double_pendulum": "double_pendulum_realistic.mp4",
+    "tumble": "tumble_realistic.mp4",
 }
 
 
@@ -624,7 +625,7 @@ def render_moving(cam: dict, static: dict, prims: list[Prim], nuisances=()):
     counts = {p.name: [0, 0, 0] for p in prims if p.name}
     is_nuisance = np.array([p.group in nuisances for p in prims] + [False])  # owner -1 -> last
     clear = []
-    fronts = []
+    fronts = {}
     hits = []
     for k, (p, box) in enumerate(zip(prims, boxes, strict=True)):
         if not len(box):
@@ -638,9 +639,8 @@ def render_moving(cam: dict, static: dict, prims: list[Prim], nuisances=()):
         tn, _ = p.intersect(o, d.reshape(-1, 3))
         tn = tn.reshape(shp)
         front = (tn > 0) & (tn < bg_depth[sl])
-        if p.name:
-            counts[p.name][0] += int(front.sum())
-            fronts.append((k, sl, front))
+        if p.name:  # a body of several prims (the tumble's block) counts a ray once
+            fronts.setdefault(p.name, np.zeros(depth.shape, bool))[sl] |= front
         ri, si = np.nonzero(front)
         rows = sl[ri]
         tv = tn[ri, si]
@@ -655,8 +655,9 @@ def render_moving(cam: dict, static: dict, prims: list[Prim], nuisances=()):
         won = owner[rows, si] == k
         if won.any():
             rad[rows[won], si[won]] = _shade_hits(prims[k], o, dk[won], tv[won], lt)
-    for k, sl, front in fronts:
-        counts[prims[k].name][2] += int((front & is_nuisance[owner[sl]]).sum())
+    for name, front in fronts.items():
+        counts[name][0] += int(front.sum())
+        counts[name][2] += int((front & is_nuisance[owner]).sum())
     seen = {}
     n_own = np.bincount(owner.reshape(-1) + 1, minlength=len(prims) + 1)[1:]
     for k, p in enumerate(prims):
@@ -1911,11 +1912,283 @@ def setup_double_pendulum(
     )
 
 
+# --- tumble --------------------------------------------------------------------
+# An L-shaped toy block (two boxes of one wood, glued): a long bar and a shorter upright at one
+# end. Body frame: the block's centre of mass at the origin, the L in the body x-z plane.
+_BAR = (0.22, 0.08, 0.06)  # full extents (m) of the bar, centred in the bar frame
+_POST = (0.06, 0.08, 0.13)  # the upright on the bar's -x end, from the bar's top up
+
+
+def lblock_geometry(bar=_BAR, post=_POST, mass: float = 0.25):
+    """The L block's pieces and mass properties, from the boxes (uniform density).
+
+    Returns a dict: ``pieces`` [(centre (3,), half extents (3,))] in the body frame (centre of
+    mass at the origin), ``com_in_bar_frame`` (where the centre of mass is from the bar's
+    centre), ``mass``, ``inertia`` (3, 3) about the centre of mass in the body frame (kg m^2),
+    ``outline`` (6, 2) the L's corners (x, z) counter-clockwise seen from body -y, ``depth``."""
+    bar, post = np.asarray(bar, float), np.asarray(post, float)
+    c_bar = np.zeros(3)
+    c_post = np.array([-0.5 * bar[0] + 0.5 * post[0], 0.0, 0.5 * bar[2] + 0.5 * post[2]])
+    vols = np.array([bar.prod(), post.prod()])
+    masses = mass * vols / vols.sum()
+    com = (masses[0] * c_bar + masses[1] * c_post) / mass
+    inertia = np.zeros((3, 3))
+    for m, c, s in ((masses[0], c_bar, bar), (masses[1], c_post, post)):
+        d = c - com
+        own = (
+            m
+            / 12.0
+            * np.diag([s[1] ** 2 + s[2] ** 2, s[0] ** 2 + s[2] ** 2, s[0] ** 2 + s[1] ** 2])
+        )
+        inertia += own + m * ((d @ d) * np.eye(3) - np.outer(d, d))
+    x0, x1, xp = -0.5 * bar[0], 0.5 * bar[0], -0.5 * bar[0] + post[0]
+    z0, z1, zp = -0.5 * bar[2], 0.5 * bar[2], 0.5 * bar[2] + post[2]
+    outline = np.array([[x0, z0], [x1, z0], [x1, z1], [xp, z1], [xp, zp], [x0, zp]]) - com[[0, 2]]
+    return {
+        "pieces": [(c_bar - com, 0.5 * bar), (c_post - com, 0.5 * post)],
+        "com_in_bar_frame": com,
+        "mass": mass,
+        "inertia": inertia,
+        "outline": outline,
+        "depth": float(bar[1]),
+    }
+
+
+def write_lblock_obj(path, geometry: dict) -> None:
+    """The block as a closed triangle mesh (OBJ, metres, body frame): the L prism's two caps
+    (4 triangles each, fanned from the corner both arms share) and six side quads, each face
+    with its own cell of a 4 x 2 texture atlas (per-corner ``vt``), what a user's scan or CAD
+    export of the object would be. The truth's pose is this file's frame."""
+    out2, hy = geometry["outline"], 0.5 * geometry["depth"]
+    verts = [[x, -hy, z] for x, z in out2] + [[x, hy, z] for x, z in out2]  # 0-5 front, 6-11 back
+    lo, hi = out2.min(0), out2.max(0)
+    faces, uvs = [], []
+
+    def cell(k, u, v):  # atlas cell k (4 across, 2 down), (u, v) in [0, 1] within it
+        return [(k % 4 + 0.05 + 0.9 * u) / 4.0, 1.0 - (k // 4 + 0.95 - 0.9 * v) / 2.0]
+
+    def cap(k, ids, flip):
+        for a, b in ((1, 2), (2, 3), (3, 4), (4, 5)):
+            tri = [ids[0], ids[a], ids[b]]
+            if flip:
+                tri = [tri[0], tri[2], tri[1]]
+            faces.append(tri)
+            uvs.append([cell(k, *((out2[i % 6] - lo) / (hi - lo))) for i in tri])
+
+    cap(0, list(range(6)), False)  # front (body -y): counter-clockwise seen from -y
+    cap(1, list(range(6, 12)), True)
+    for k in range(6):  # side quad k: outline edge k -> k + 1
+        a, b = k, (k + 1) % 6
+        quad = [a, a + 6, b + 6, b]  # counter-clockwise seen from outside
+        for tri, corner in (
+            ([0, 1, 2], [(0, 0), (1, 0), (1, 1)]),
+            ([0, 2, 3], [(0, 0), (1, 1), (0, 1)]),
+        ):
+            faces.append([quad[i] for i in tri])
+            uvs.append([cell(2 + k, *c) for c in corner])
+    lines = [
+        "# An L-shaped toy block (closed, metres, centre of mass at the origin), 20 triangles,",
+        "# a 4 x 2 texture atlas cell per face. Written by make_realistic_clips.py (tumble).",
+    ]
+    lines += [f"v {x:.9g} {y:.9g} {z:.9g}" for x, y, z in verts]
+    flat = [uv for tri in uvs for uv in tri]
+    lines += [f"vt {u:.9g} {v:.9g}" for u, v in flat]
+    for f, tri in enumerate(faces):
+        lines.append("f " + " ".join(f"{tri[c] + 1}/{3 * f + c + 1}" for c in range(3)))
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def _lblock_materials(noise, pieces):
+    """Glossy painted wood: the bar red with white dots and a printed label on one side, the
+    upright yellow with black diagonal stripes; both lightly grained. Albedo functions of
+    piece-frame points, moved to the body frame (so the pattern runs across the glue joint)."""
+
+    def bar(p, n):
+        q = p + pieces[0][0]
+        grain = _noise3(noise, q * np.array([0.2, 1.0, 1.0]), 0.004, 10)
+        alb = np.array([0.55, 0.05, 0.03]) * (0.85 + 0.3 * grain)[:, None]
+        cell = 0.022
+        u = np.where(np.abs(n[:, 2]) > 0.5, q[:, 1], q[:, 2])
+        dots = (np.mod(q[:, 0], cell) - 0.5 * cell) ** 2 + (np.mod(u, cell) - 0.5 * cell) ** 2
+        alb[dots < 0.0055**2] = np.array([0.85, 0.83, 0.78])
+        label = (
+            (n[:, 1] < -0.5)
+            & (q[:, 0] > 0.0)
+            & (q[:, 0] < 0.07)
+            & (np.abs(q[:, 2] - pieces[0][0][2]) < 0.015)
+        )
+        alb[label] = np.array([0.82, 0.80, 0.72])
+        alb[label & (np.floor(q[:, 2] / 0.004) % 2 == 0) & (np.floor(q[:, 0] / 0.006) % 3 != 0)] = (
+            0.05
+        )
+        return alb
+
+    def post(p, n):
+        q = p + pieces[1][0]
+        grain = _noise3(noise, q * np.array([1.0, 1.0, 0.2]), 0.004, 12)
+        alb = np.array([0.70, 0.52, 0.05]) * (0.85 + 0.3 * grain)[:, None]
+        stripe = np.floor((q[:, 0] + q[:, 1] + q[:, 2]) / 0.014) % 2 == 0
+        alb[stripe & (np.abs(n[:, 2]) < 0.5)] = np.array([0.04, 0.04, 0.05])
+        return alb
+
+    return Material(bar, ks=0.45, shininess=50.0), Material(post, ks=0.45, shininess=50.0)
+
+
+def _quat_mul(a, b):
+    w1, x1, y1, z1 = a
+    w2, x2, y2, z2 = b
+    return np.array(
+        [
+            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+        ]
+    )
+
+
+def _matrix_from_quat(q):
+    w, x, y, z = np.asarray(q, float) / np.linalg.norm(q)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def simulate_tumble(inertia: np.ndarray, q0, omega0_world, t_end: float):
+    """Torque-free rigid rotation: Euler's equations in the body frame (the full inertia
+    tensor, not principal axes) and the quaternion's kinematics ``q' = q (0, w_body) / 2``,
+    ``solve_ivp`` DOP853 with rtol = atol = 1e-12. Returns a dense solution of
+    [q (4), w_body (3)]."""
+    inv = np.linalg.inv(inertia)
+    w_body = _matrix_from_quat(q0).T @ np.asarray(omega0_world, float)
+
+    def rhs(_, s):
+        q, w = s[:4], s[4:]
+        dq = 0.5 * _quat_mul(q, np.concatenate([[0.0], w]))
+        dw = inv @ (-np.cross(w, inertia @ w))
+        return np.concatenate([dq, dw])
+
+    return solve_ivp(
+        rhs,
+        (0.0, t_end),
+        np.concatenate([q0, w_body]),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-12,
+        dense_output=True,
+    ).sol
+
+
+def setup_tumble(
+    rng: np.random.Generator,
+    width: int,
+    height: int,
+    *,
+    mass: float = 0.25,
+    launch_position=(-0.75, 0.0, 0.6),
+    launch_velocity=(1.9, 0.0, 2.9),
+    quat0=(0.8660254, 0.35355339, -0.35355339, 0.0),
+    omega0=(2.5, -6.0, 3.5),
+    seconds: float = 0.7,
+    fps: float = 60.0,
+) -> Setup:
+    noise = mrp._Noise(rng)
+    light = make_light([-0.5, -0.7, 0.65], hotspot=(0.7, 1.4, 0.8, 0.12), penumbra=0.05)
+    wall_y = 0.35
+    geometry = lblock_geometry(mass=mass)
+    pieces = geometry["pieces"]
+    mats = _lblock_materials(noise, pieces)
+    lamp = _flat([0.12, 0.12, 0.13], 0.5, 40.0)
+    fabric = _cloth(noise, [0.80, 0.74, 0.60], 0.01, 0.15)
+    pole = Prim("capsule", np.array([0.92, 0.15, 0.75]), np.eye(3), (0.011, 0.75), lamp, "static")
+    shade_ = Prim("ellipsoid", np.array([0.92, 0.15, 1.58]), np.eye(3), (0.16, 0.16, 0.11), fabric,
+                  "static")  # fmt: skip
+    box = Prim("box", np.array([-0.7, 0.12, 0.09]), rot_axis([0, 0, 1], 0.2), (0.16, 0.12, 0.09),
+               _cardboard(noise), "static", ao=0.5, ao_range=0.04)  # fmt: skip
+    static = StaticScene(
+        light, wall_y, _wall_fn(rng, (0.35, 0.0), (1.0, 0.97, 0.93)), 0.0,
+        _floor_fn(rng, (0.2, -0.1), (0.95, 0.95, 0.95)), [pole, shade_, box],
+    )  # fmt: skip
+    cam = mrp.make_camera(
+        width, height, fov_y_deg=42.0, eye=(0.02, -1.45, 0.86), target=(-0.02, 0.0, 0.8),
+        roll_deg=-1.1, principal_offset_px=(-1.5, 1.0), distortion=(-0.05, 0.012, 0.0005, 0.0, 0.0),
+    )  # fmt: skip
+    n_frames = int(round(seconds * fps))
+    p0, v0 = np.asarray(launch_position, float), np.asarray(launch_velocity, float)
+    q0 = np.asarray(quat0, float) / np.linalg.norm(quat0)
+    gvec = np.array([0.0, 0.0, -G])
+    spin = simulate_tumble(geometry["inertia"], q0, omega0, seconds + 0.1)
+
+    def pose(t):
+        s = spin(t)
+        q = s[:4] / np.linalg.norm(s[:4])
+        return p0 + v0 * t + 0.5 * gvec * t * t, _matrix_from_quat(q), q, s[4:]
+
+    def prims_at(t):
+        pos, rot, _, _ = pose(t)
+        return [Prim("box", pos + rot @ c, rot, tuple(h), m, "block", "block")
+                for (c, h), m in zip(pieces, mats, strict=True)]  # fmt: skip
+
+    def states(t):
+        t = np.asarray(t, float)
+        out = {k: [] for k in ("position", "velocity", "quat", "angular_velocity")}
+        for ti in t:
+            pos, rot, q, w_body = pose(ti)
+            out["position"].append(pos)
+            out["velocity"].append(v0 + gvec * ti)
+            out["quat"].append(q if q[0] >= 0 else -q)
+            out["angular_velocity"].append(rot @ w_body)
+        return {"block": {k: np.array(v) for k, v in out.items()}}
+
+    omega0 = np.asarray(omega0, float)
+    physics = {
+        "g": G,
+        "gravity": [0.0, 0.0, -G],
+        "block": {
+            "shape": "an L of two boxes (one wood): a bar and an upright on its -x end",
+            "mesh_file": "scenes/lblock.obj",
+            "bar_size": list(_BAR),
+            "upright_size": list(_POST),
+            "size": [_BAR[0], _BAR[1], _BAR[2] + _POST[2]],  # the bounding box's extents
+            "mass": mass,
+            "inertia_body": geometry["inertia"],
+            "pieces_body": [{"centre": c, "half_extents": h} for c, h in pieces],
+            "body_frame": "the mesh file's frame: origin at the centre of mass, the L in the "
+            "x-z plane, the bar along x, the upright towards +z at the bar's -x end",
+        },
+        "start_time": 0.0,
+        "start_position": p0,
+        "start_velocity": v0,
+        "start_quat": q0,
+        "start_angular_velocity": omega0,
+        "motion": "free flight: centre of mass p0 + v0 t + g t^2 / 2 (no drag); rotation "
+        "torque-free (Euler's equations with the full body-frame inertia, quaternion "
+        "kinematics, solve_ivp DOP853, rtol = atol = 1e-12): angular momentum conserved, "
+        "the angular velocity precesses",
+    }
+    scene = {
+        "wall_y": wall_y,
+        "floor_z": 0.0,
+        "light_direction": light.direction.tolist(),
+        "block_appearance": "glossy painted wood: the bar red with white dots and a printed "
+        "label (text lines) on its body -y side, the upright yellow with black diagonal "
+        "stripes on its sides; grain; Blinn-Phong highlights",
+        "props": "a floor lamp on the right, a cardboard box on the floor at the left",
+    }
+    return Setup("tumble", fps, fps, n_frames, 1.0 / 250.0, 8, "mp4", cam, static, prims_at,
+                 states, physics, scene, flicker=_random_flicker)  # fmt: skip
+
+
 SETUPS = {
     "bounce": setup_bounce,
     "throw": setup_throw,
     "incline": setup_incline,
     "double_pendulum": setup_double_pendulum,
+    "tumble": setup_tumble,
 }
 
 
@@ -2092,6 +2365,10 @@ def make_clip(
     rng = np.random.default_rng([seed, KINDS.index(kind)])
     tex_rng, noise_rng = rng.spawn(2)
     su = SETUPS[kind](tex_rng, width, height, **params)
+    if kind == "tumble":  # the object's mesh, as a user's scan or CAD export would give it
+        write_lblock_obj(
+            HERE / "scenes" / "lblock.obj", lblock_geometry(mass=su.physics["block"]["mass"])
+        )
     cam = su.camera
     static = prepare_static(cam, supersample, su.static)
     gains = mrp.EXPOSURE_GAIN * su.gain * mrp.vignette(cam)

@@ -8,6 +8,7 @@ projection), and the failures a user meets, each a clear `IdentifyError`.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -290,3 +291,91 @@ def test_identify_names_the_keys_the_video_cannot_determine(tmp_path):
     assert result.values["bodies.ball.mass"] == pytest.approx(0.1)  # left at its start
     assert "does not determine bodies.ball.mass" in result.message
     assert math.isfinite(result.std["bodies.ball.velocity[0]"])
+
+
+def test_a_body_orientation_key_is_a_turn_from_the_file_orientation():
+    from physics.math3d import axis_angle_to_matrix, quat_to_matrix
+
+    scene = diffcam.load_scene("mesh_tumble")
+    keys = make_keyset(scene, ["bodies.torus.quat", "bodies.torus.angular_velocity"])
+    specs = keys.specs
+    assert specs["bodies.torus.quat"]["init"] == [0.0, 0.0, 0.0]
+    assert "size:torus" not in specs  # a mesh's shape is the file's: no size factor
+    file_quat = torch.tensor([0.9238795, 0.3826834, 0.0, 0.0], dtype=torch.float64)
+    values = keys.initial()
+    assert torch.allclose(keys.overrides(values)["bodies.torus.quat"], file_quat, atol=1e-7)
+    # a rotation vector turns the file's orientation in the world frame
+    turn = torch.tensor([0.0, 0.0, 0.3], dtype=torch.float64, requires_grad=True)
+    quat = keys.values({**values, "bodies.torus.quat": turn})["bodies.torus.quat"]
+    expected = axis_angle_to_matrix(turn.detach()) @ quat_to_matrix(file_quat)
+    assert torch.allclose(quat_to_matrix(quat.detach()), expected, atol=1e-7)
+    # smooth at the file's orientation: finite derivatives, half the turn per component
+    zero = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+    quat = keys.overrides({**values, "bodies.torus.quat": zero})["bodies.torus.quat"]
+    (grad,) = torch.autograd.grad(quat[1], zero)
+    assert torch.isfinite(grad).all() and float(grad[0]) == pytest.approx(0.5 * 0.9238795)
+    with pytest.raises(IdentifyError, match="fitted whole"):
+        make_keyset(scene, ["bodies.torus.quat[1]"])
+
+
+def test_a_mesh_body_bounds_and_side_area_come_from_its_mesh():
+    from diffcam.formation import bounding_radius
+    from diffcam.identify.centres import _side_area
+
+    scene = diffcam.load_scene("mesh_tumble")
+    torus = scene.body_names.index("torus")
+    radius = bounding_radius(scene.world, scene.primitives)[0, torus]
+    assert float(radius) == pytest.approx(0.68, rel=1e-3)  # its rim, not its stand-in box's
+    assert float(_side_area(scene.world)[0, torus]) > 0.1  # not a plane's drawn extent
+
+
+def test_silhouettes_and_rotation_logs():
+    from diffcam.identify.orientation import rotation_exp, rotation_log, rotation_set, silhouettes
+
+    # a square of two triangles (x, y in [1, 3]) covers the 4 pixel centres inside it
+    square = torch.tensor([[[1.0, 1.0], [3.0, 1.0], [3.0, 3.0], [1.0, 3.0]]])
+    faces = torch.tensor([[0, 1, 2], [0, 2, 3]])
+    yy, xx = torch.meshgrid(torch.arange(5.0), torch.arange(5.0), indexing="ij")
+    pixels = torch.stack([xx.flatten() + 0.5, yy.flatten() + 0.5], -1)
+    cover = silhouettes(square, faces, pixels)[0].view(5, 5)
+    assert cover.sum() == 4 and bool(cover[1:3, 1:3].all())
+    # the log inverts the exponential, up to a turn of pi (either sign there)
+    rotations = rotation_set(64)
+    assert torch.allclose(rotations @ rotations.transpose(-1, -2), torch.eye(3).double(), atol=1e-9)
+    assert torch.allclose(rotation_exp(rotation_log(rotations)), rotations, atol=1e-6)
+    near_pi = (
+        torch.tensor([[0.0, math.pi - 1e-8, 0.0], [0.6, 0.0, 0.8]]).double()
+        * torch.tensor([[1.0], [math.pi]]).double()
+    )
+    assert torch.allclose(
+        rotation_exp(rotation_log(rotation_exp(near_pi))), rotation_exp(near_pi), atol=1e-6
+    )
+
+
+def test_an_orientation_start_becomes_the_file_frame_keys():
+    """A start in the physics state's frame (the mesh's principal axes) sets the file-frame
+    orientation key, the spin, and a position that keeps the centre of mass in place."""
+    import types
+
+    from diffcam.identify.orientation import OrientationStart
+    from diffcam.identify.run import _with_orientation
+    from physics.math3d import axis_angle_to_matrix, quat_to_matrix
+
+    # the L block's principal axes are not its mesh file's axes
+    scene = diffcam.load_scene(Path(__file__).parents[1] / "data" / "scenes" / "tumble.toml")
+    names = ["bodies.block.position", "bodies.block.quat", "bodies.block.angular_velocity"]
+    keys = make_keyset(scene, names)
+    spec = next(b for b in scene.config.bodies if b["name"] == "block")
+    axes = torch.as_tensor(spec["mesh_body"].axes, dtype=torch.float64)
+    state = axis_angle_to_matrix(torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64))
+    spin = torch.tensor([1.0, 2.0, -3.0], dtype=torch.float64)
+    context = types.SimpleNamespace(keyset=keys)
+    values = _with_orientation(context, keys.initial(), keys.keys[1], spec,
+                               OrientationStart(state, spin, 1.0))  # fmt: skip
+    user = keys.values(values)
+    assert not torch.allclose(axes, torch.eye(3, dtype=torch.float64), atol=0.1)
+    assert torch.allclose(quat_to_matrix(user["bodies.block.quat"]) @ axes, state, atol=1e-6)
+    assert torch.allclose(user["bodies.block.angular_velocity"], spin)
+    # the block's centre of mass is its file's origin: the position stays
+    start = torch.tensor([-0.72, 0.03, 0.63], dtype=torch.float64)
+    assert torch.allclose(user["bodies.block.position"], start, atol=1e-6)
