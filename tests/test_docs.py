@@ -173,9 +173,11 @@ def test_readme_keeps_the_set_up_commands():
         "--seconds 4 --policy sine --out out/pendulum_cart.mp4"
     )
     tests = (
-        'pip install torch==2.13.0 && pip install -e ".[dev]" && OMP_NUM_THREADS=1 python -m '
+        'pip install torch==2.13.0 && pip install -e ".[dev,mesh]" && OMP_NUM_THREADS=1 python -m '
         "pytest -q -p no:cacheprovider -n 2 tests"
     )
     assert f"\n{main_job}\n" in readme and f"\n{tests}\n" in readme
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert tests.split(" && ")[-1] in ci
+    # .ci/run installs what the README's test command installs (the same extras)
+    assert tests.split(" && ")[1].removeprefix("pip install ") in ci
