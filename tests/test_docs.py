@@ -35,6 +35,7 @@ for name, code in blocks:
         traceback.print_exc()
         print(f"SNIPPET FAILED: {name}", file=sys.stderr)
         sys.exit(1)
+    print(f"SNIPPET RAN: {name}")
 """
 
 
@@ -49,7 +50,8 @@ def snippets(page: Path) -> list[tuple[str, str, str]]:
     return out
 
 
-def _run(blocks: list[tuple[str, str]], tmp_path: Path) -> None:
+def _run(blocks: list[tuple[str, str]], tmp_path: Path) -> list[str]:
+    """Runs ``blocks`` (name, code) in one process in ``tmp_path``; the names of those that ran."""
     (tmp_path / "tests").symlink_to(ROOT / "tests", target_is_directory=True)
     (tmp_path / "out").mkdir()
     env = {
@@ -67,6 +69,8 @@ def _run(blocks: list[tuple[str, str]], tmp_path: Path) -> None:
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-4000:]
+    return [line.removeprefix("SNIPPET RAN: ") for line in done.stdout.splitlines()
+            if line.startswith("SNIPPET RAN: ")]  # fmt: skip
 
 
 def test_snippets_are_found():
@@ -80,13 +84,17 @@ def test_snippets_are_found():
 
 def test_snippets_run(tmp_path):
     """Every unmarked block of every page, in one process (one torch import): about 12 s."""
-    _run([(n, code) for p in PAGES for n, mark, code in snippets(p) if mark == ""], tmp_path)
+    blocks = [(n, code) for p in PAGES for n, mark, code in snippets(p) if mark == ""]
+    assert blocks
+    assert _run(blocks, tmp_path) == [name for name, _ in blocks]
 
 
 @pytest.mark.slow
 def test_slow_snippets_run(tmp_path):
     """The blocks marked slow: the video fits (about 5 s each)."""
-    _run([(n, code) for p in PAGES for n, mark, code in snippets(p) if mark == "slow"], tmp_path)
+    blocks = [(n, code) for p in PAGES for n, mark, code in snippets(p) if mark == "slow"]
+    assert blocks
+    assert _run(blocks, tmp_path) == [name for name, _ in blocks]
 
 
 def _load(name: str, path: Path):
