@@ -148,8 +148,9 @@ def test_frames_are_rendered_through_the_downscaled_camera(scene_path):
     assert torch.isfinite(loss)
 
 
-class StepsOnly:
-    """A scene without ``rollout``: `policy_rollout` steps it one physics step at a time."""
+class EagerSteps:
+    """A scene without ``rollout`` whose steps run eagerly: `policy_rollout` steps it one
+    physics step at a time."""
 
     def __init__(self, scene):
         self.scene = scene
@@ -158,10 +159,18 @@ class StepsOnly:
         return self.scene.initial_state()
 
     def step(self, state, action, **options):
-        return self.scene.step(state, action, **options)
+        return self.scene.step(state, action, compile=False)
 
 
-@pytest.mark.compile
+class EagerRollout(EagerSteps):
+    """A scene whose compiled rollout is run eagerly: the held-action chaining of
+    `policy_rollout` is checked here in seconds; that the ahead-of-time rollout gives the
+    eager rollout's values and gradients (decay, actions) is tests/physics/test_ahead_of_time's."""
+
+    def rollout(self, steps, **options):
+        return self.scene.rollout(steps, **{**options, "compile": False})
+
+
 def test_a_held_action_stepped_as_one_rollout_gives_the_per_step_gradient(scene_path):
     # Compiled physics: each control step's held action runs as one `Scene.rollout` call
     # (one node through the libraries built ahead of time) instead of control_every steps.
@@ -173,7 +182,7 @@ def test_a_held_action_stepped_as_one_rollout_gives_the_per_step_gradient(scene_
     torch.nn.init.normal_(policy.output.weight, std=0.5)
     observe = pixel_observer(scene, 2, 1.0)
     results = []
-    for stepped in (scene, StepsOnly(scene)):
+    for stepped in (EagerRollout(scene), EagerSteps(scene)):
         policy.zero_grad()
         state = swingup.states_from_starts(scene, starts, cartpole)
         rollout = policy_rollout(
