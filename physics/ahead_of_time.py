@@ -1,5 +1,5 @@
 """The reduced step compiled ahead of time (AOTInductor): what `compiled_step` runs for worlds
-in reduced coordinates with a batch of two or more.
+in reduced coordinates.
 
 A small world's compiled step computes less than torch.compile's runtime costs per call: its
 guards, the autograd wrapper and a Python wrapper that allocates and views every buffer. Here
@@ -13,7 +13,9 @@ under an action sequence build their own libraries through the same program
 (`Program.library`, `physics.aot_rollout`). `_Step` joins the step and its VJP as one autograd
 node per step. Batches below `THREADED_BATCH` have their own builds (`Program`).
 
-A world structure, dtype and device makes one program, shared by every batch size from 2 up. The
+A world structure, dtype and device makes one program, shared by every batch size from 2 up
+(the export specialises a batch axis of 1 away); a single world steps as a pair of identical
+worlds (`paired`), which costs about what one does, so the same libraries serve it. The
 libraries are kept in memory and on disk (``DIFFCAM_CACHE_DIR``, by default a folder in the
 system's temporary directory), keyed by the world's structure, the inputs' shapes, Inductor's
 options, the physics package's source and the torch version: another process traces the step
@@ -258,11 +260,11 @@ LOADED: list[str] = []
 
 def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State | None:
     """`reduced_step` through the world structure's `Program`, or None where it does not
-    serve: a batch of one, forward-mode AD or a functorch transform (the libraries see plain
+    serve: an empty batch, forward-mode AD or a functorch transform (the libraries see plain
     tensors), a world whose own tensors require grad (with grad enabled: the program gives
     them no gradient), or a structure whose export or build failed. (`compiled_step` asks
     `physics.dispatch` first and calls `lookup_step` and `run_step` itself.)"""
-    if state.position.shape[0] < 2 or not plain_reverse_mode():
+    if state.position.shape[0] < 1 or not plain_reverse_mode():
         return None
     found = lookup_step(world, state, action)
     if found is None or (found.world_grad and torch.is_grad_enabled()):
@@ -281,20 +283,45 @@ class Lookup:
     world_inputs: list[Tensor]
     world_grad: bool
     action: Tensor | None
+    paired: bool = False  # a single world, stepped as a pair (`paired`)
 
 
 def lookup_step(world: World, state: State, action: Tensor | None) -> Lookup | None:
     """The `Lookup` for stepping ``world`` from ``state`` (B, N, ...) with ``action`` (B|1, A),
-    building nothing, or None where no program applies: maximal coordinates, a batch below
-    2, no action for a world with actuators (the step's own error)."""
+    building nothing, or None where no program applies: maximal coordinates, an empty batch,
+    no action for a world with actuators (the step's own error). A single world looks up
+    the program of its pair (`paired`)."""
     batch = state.position.shape[0]
-    if world.structure.tree is None or batch < 2:
+    if world.structure.tree is None or batch < 1:
         return None
     if world.actuator_names and action is None:
         return None
+    single = batch == 1
+    if single:
+        world, state = paired(world, state)
+        batch = 2
     action = per_world(action, batch, dim=2) if world.actuator_names else None
     program, world_inputs, world_grad = lookup_program(world, state, action)
-    return Lookup(program, world_inputs, world_grad, action)
+    return Lookup(program, world_inputs, world_grad, action, paired=single)
+
+
+def paired(world: World, state: State) -> tuple[World, State]:
+    """A single world (B = 1) as two identical ones, for the libraries (an exported batch axis
+    starts at 2): the world's per-batch fields the step reads and the state repeated along
+    the batch axis (views). The world's pair is made once (kept in its ``__dict__`` while
+    those fields are the same objects). Worlds are independent, so the first of the pair
+    steps as the single world does, and its gradients are the single world's."""
+    current = [getattr(world, name) for name in WORLD_FIELDS]
+    cached = world.__dict__.get("_aot_pair")
+    if cached is None or not all(a is b for a, b in zip(cached[0], current, strict=True)):
+        doubled = {
+            name: t.expand(2, *t.shape[1:])
+            for name, t in zip(WORLD_FIELDS, current, strict=True)
+            if name in _BATCHED and t.dim() > 0 and t.shape[0] == 1
+        }
+        cached = (current, dataclasses.replace(world, **doubled))
+        world.__dict__["_aot_pair"] = cached
+    return cached[1], State(*(t.expand(2, *t.shape[1:]) for t in state.tensors()))
 
 
 def run_step(found: Lookup, state: State) -> State | None:
@@ -302,6 +329,8 @@ def run_step(found: Lookup, state: State) -> State | None:
     loaded now if need be; a `_Step` node when gradients flow), or None if there is no
     program or that build failed. The caller checked that the world's tensors need no
     gradient."""
+    if found.paired:
+        state = State(*(t.expand(2, *t.shape[1:]) for t in state.tensors()))
     batch = state.position.shape[0]
     program = found.program
     if program is None or not program.serves(batch):
@@ -313,6 +342,8 @@ def run_step(found: Lookup, state: State) -> State | None:
         outputs = _Step.apply(program, found.world_inputs, *inputs)
     else:
         outputs = program.forward([*found.world_inputs, *inputs])
+    if found.paired:
+        outputs = [t[:1] for t in outputs]
     return State(*outputs)
 
 
@@ -375,11 +406,14 @@ def on_disk(
     would use are in the disk cache: the forward for this batch size and, with
     ``backward``, its VJP; with ``rollout``, those of a rollout under an action sequence
     (`physics.aot_rollout`). Then stepping compiled costs an export and a trace (seconds),
-    not a build. False where the step is not built ahead of time (maximal coordinates,
-    B < 2)."""
+    not a build. False where the step is not built ahead of time (maximal coordinates, an
+    empty batch); a single world's are its pair's (`paired`)."""
     batch = state.position.shape[0]
-    if world.structure.tree is None or batch < 2:
+    if world.structure.tree is None or batch < 1:
         return False
+    if batch == 1:
+        world, state = paired(world, state)
+        batch = 2
     action = per_world(action, batch, dim=2) if world.actuator_names else None
     world_inputs = [getattr(world, name) for name in WORLD_FIELDS]
     tensors = [*state.tensors(), *([] if action is None else [action])]

@@ -58,10 +58,17 @@ def aot_reduced_rollout(
     `Program`, as one autograd node (`_Rollout`): the trajectory (steps + 1, B, ...), index 0
     the initial state, or None where `aot.aot_reduced_step` would not serve or a forward
     library could not be built. ``gradient_decay`` scales the gradient reaching each step's
-    input state, as `rollout.decay_state_gradient` applied before every step does."""
+    input state, as `rollout.decay_state_gradient` applied before every step does. A single
+    world rolls out as a pair of identical ones (`aot.paired`)."""
     batch = state.position.shape[0]
-    if batch < 2 or steps < 1 or not aot.plain_reverse_mode():
+    if batch < 1 or steps < 1 or not aot.plain_reverse_mode():
         return None
+    if batch == 1:
+        pair_world, pair_state = aot.paired(world, state)
+        if actions is not None:
+            actions = aot.per_world(actions, 2, dim=3)
+        trajectory = aot_reduced_rollout(pair_world, pair_state, steps, actions, gradient_decay)
+        return None if trajectory is None else State(*(t[:, :1] for t in trajectory.tensors()))
     if not world.actuator_names:
         actions = None
     elif actions is None:

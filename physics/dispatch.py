@@ -19,9 +19,10 @@ ski rental) or at once when the compiled libraries are on disk (``ready``); eage
 compile=True, a step (`compiled_step`):
 
 1. maximal coordinates: torch.compile.
-2. reduced coordinates, B >= 2, plain reverse mode, an action where the world has actuators,
-   no gradient to the world's tensors the step reads, and no failed build for this structure
-   and kind of batch: the ahead-of-time library.
+2. reduced coordinates, plain reverse mode, an action where the world has actuators, no
+   gradient to the world's tensors the step reads, and no failed build for this structure
+   and kind of batch: the ahead-of-time library (a single world as a pair of identical ones:
+   the libraries serve batches from 2).
 3. otherwise, with grad enabled and any of the world's tensors requiring grad: eager
    (Inductor's reduced step got those gradients wrong, torch 2.13).
 4. otherwise torch.compile; where Dynamo's recompile limit was reached for this structure and
@@ -320,8 +321,8 @@ def _ahead_of_time_blocked(f: Facts, build: Build | None, allowed: bool):
     or None when they serve it."""
     if not allowed:
         return "aot_off", "compiled_step(ahead_of_time=False)"
-    if f.batch < 2:
-        return "batch", f"B={f.batch}: the ahead-of-time libraries serve batches from 2"
+    if f.batch < 1:
+        return "batch", f"B={f.batch}: an empty batch"
     if not f.plain_reverse_mode:
         return "not_plain", ("forward-mode AD or a functorch transform: the ahead-of-time "
                              "libraries take plain tensors")  # fmt: skip
@@ -354,7 +355,9 @@ def _built(build: Build | None) -> bool | None:
 
 def _aot_reason(f: Facts) -> str:
     grads = "no gradient to the world's tensors" if f.grad_enabled else "no gradients"
-    return f"reduced coordinates, B={f.batch} >= 2, {grads}"
+    if f.batch == 1:
+        return f"reduced coordinates, B=1 stepped as two identical worlds, {grads}"
+    return f"reduced coordinates, B={f.batch}, {grads}"
 
 
 def _world_grad_reason(f: Facts) -> str:
@@ -483,7 +486,7 @@ def _gather(world, state, action, steps, policy, actions, requested, tier, ahead
             world_grad, state_grad, plain, policy is not None, missing, steps, ahead_of_time)  # fmt: skip
     tail = (notices.announced(structure.key), notices.fell_back(structure.key, refusal(grad)))
     found = step_build = rollout_build = None
-    applies = look_up and reduced and batch >= 2 and plain and not missing
+    applies = look_up and reduced and batch >= 1 and plain and not missing
     if applies and (look_on_disk or _may_compile(requested, head, tail)):
         if rollout:
             first = actions[0] if actions is not None else None

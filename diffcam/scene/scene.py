@@ -93,7 +93,7 @@ class Scene:
         """One physics step; ``action`` (B, n_actuators) in `actuator_names` order, or None.
 
         ``compile``: True steps through `physics.compiled_step` (the libraries built ahead of
-        time for a reduced world with B >= 2, else torch.compile), False through eager
+        time for a reduced world, else torch.compile), False through eager
         `physics.step`. None (the default) steps eagerly until this scene has stepped
         ``compile_after`` state-steps (batch size x steps, `step` and `rollout` together), then
         compiled (see `compile_after`). `physics.dispatch` decides; `explain` says which path

@@ -60,10 +60,11 @@ def _assert_same(built, built_grads, eager, eager_grads):
 
 
 def test_single_threaded_vjp_matches_eager_and_serves_every_small_batch():
-    """B = 3, then 5 and 8: values and gradients as eager, and nothing built after B = 3."""
+    """B = 3, then 5, 8 and 1 (a single world, stepped as a pair): values and gradients as
+    eager, and nothing built after B = 3."""
     _assert_matches_eager(3, steps=5)
     before = len(ahead_of_time.BUILT) + len(ahead_of_time.LOADED)
-    for batch in (5, 8):
+    for batch in (5, 8, 1):
         _assert_matches_eager(batch, steps=3)
     assert len(ahead_of_time.BUILT) + len(ahead_of_time.LOADED) == before
 
@@ -189,8 +190,8 @@ def test_a_new_process_loads_the_library_from_the_disk_cache(monkeypatch):
 
 def test_on_disk_tells_whether_the_libraries_are_built(monkeypatch, tmp_path):
     """`on_disk`: True for the forward and VJP a grad step just used and for the libraries
-    of a grad rollout, False in an empty cache, for a batch of one, and for maximal
-    coordinates."""
+    of a grad rollout, and for a single world (its pair's); False in an empty cache and for
+    maximal coordinates."""
     _assert_matches_eager(3, steps=1)  # builds or loads the B < THREADED_BATCH pair
     world = _world(3)
     _rollout_grads(world, torch.zeros(4, 3, 1), 1.0, compile=True)
@@ -200,7 +201,7 @@ def test_on_disk_tells_whether_the_libraries_are_built(monkeypatch, tmp_path):
     assert ahead_of_time.on_disk(_world(7), physics.initial_state(_world(7)), torch.zeros(7, 1),
                                  backward=False)  # fmt: skip
     one = _world(1)
-    assert not ahead_of_time.on_disk(one, physics.initial_state(one), torch.zeros(1, 1), False)
+    assert ahead_of_time.on_disk(one, physics.initial_state(one), torch.zeros(1, 1), True)
     maximal = models.cart_pole(batch_size=3, coordinates="maximal")
     assert not ahead_of_time.on_disk(maximal, physics.initial_state(maximal), action, False)
     monkeypatch.setenv("DIFFCAM_CACHE_DIR", str(tmp_path))
@@ -274,13 +275,29 @@ def test_a_failed_threaded_build_falls_back_for_large_batches_only(monkeypatch, 
     assert sum("cannot build" in r.getMessage() for r in caplog.records) == 1
 
 
-@pytest.mark.parametrize("batch", [0, 1])
-def test_a_batch_below_two_is_not_served(batch):
-    """One library serves batches from 2 up (tracing specialises sizes 0 and 1)."""
-    world = _world(max(batch, 1))
+def test_an_empty_batch_is_not_served():
+    world = _world(1)
     state = physics.initial_state(world)
-    state = physics.State(*(t[:batch] for t in state.tensors()))
-    assert ahead_of_time.aot_reduced_step(world, state, torch.zeros(batch, 1)) is None
+    state = physics.State(*(t[:0] for t in state.tensors()))
+    assert ahead_of_time.aot_reduced_step(world, state, torch.zeros(0, 1)) is None
+
+
+@pytest.mark.parametrize("decay", [1.0, 0.6])
+def test_a_single_world_rolls_out_as_a_pair(decay):
+    """B = 1 (the libraries' batch axis starts at 2): the rollout runs as two identical worlds
+    through the same libraries as B = 3, one node, with the eager values and gradients."""
+    _rollout_grads(_world(3), torch.zeros(6, 3, 1), decay, compile=True)  # built or loaded
+    before = len(ahead_of_time.BUILT) + len(ahead_of_time.LOADED)
+    world = _world(1)
+    actions = torch.linspace(-2.0, 1.0, 6).view(6, 1, 1)
+    built, *built_grads = _rollout_grads(world, actions, decay, compile=True)
+    assert physics.last_route().path == "ahead_of_time" and "B=1" in physics.last_route().reason
+    node = built.position.grad_fn.next_functions[0][0]  # the pair's first world, sliced out
+    assert type(node).__name__ == "_RolloutBackward"
+    assert built.position.shape[1] == 1
+    assert len(ahead_of_time.BUILT) + len(ahead_of_time.LOADED) == before
+    eager, *eager_grads = _rollout_grads(world, actions, decay, compile=False)
+    _assert_same(built, built_grads, eager, eager_grads)
 
 
 def test_a_failed_vjp_build_falls_back_to_eager_gradients(monkeypatch, caplog, tmp_path):
