@@ -9,8 +9,9 @@ Each case renders a textured, lit torus (`diffcam.mesh.shapes.torus`, 2 n m tria
 filling about a third of the image, with the default antialiased edges, B = 1: ``forward_ms``
 is ``render`` under ``no_grad``, ``forward_backward_ms`` a render with gradients and the
 backward pass of a fixed random image gradient to the pose, the vertices and the texture.
-``caster`` is ``bvh`` (the default) or ``brute_force`` (every ray against every triangle,
-`Primitive(ray_casting="brute_force")`); brute force is skipped (``"skipped"``) where the
+``caster`` is ``bvh`` (the torch BVH), ``warp`` (NVIDIA Warp's kernel, the default for float32
+where warp-lang is installed; run when it is) or ``brute_force`` (every ray against every
+triangle, `Primitive(ray_casting="brute_force")`); brute force is skipped (``"skipped"``) where the
 smaller cases' cost per (pixel, triangle) pair says it would take more than ``--budget``
 seconds (30 by default). Times are medians over ``--repeats`` runs after one warm-up.
 
@@ -120,6 +121,9 @@ def main():
         for n_major, n_minor in TORI:
             row = run_case(n_major, n_minor, width, height, "bvh", args.repeats)
             RECORD.emit({**row, "threads": args.threads})
+            if diffcam.mesh.warp_rays.available():
+                warp = run_case(n_major, n_minor, width, height, "warp", args.repeats)
+                RECORD.emit({**warp, "threads": args.threads})
             pairs = width * height * 2 * n_major * n_minor
             # a brute-force case runs its forward+backward 1 + repeats times, and forwards
             estimate = None if per_pair is None else per_pair * pairs * 2 * (1 + args.repeats)

@@ -73,8 +73,12 @@ class Primitive:
             require grad); ``size`` is then not used (scale the mesh: ``mesh.scaled(s)``).
         smooth: for kind "mesh": shade with interpolated normals (the mesh's own, else
             area-weighted vertex normals) instead of flat faces.
-        ray_casting: for kind "mesh": "bvh" (default: through a BVH built at the first
-            render) or "brute_force" (every ray against every triangle: the reference).
+        ray_casting: for kind "mesh", how rays find the triangle they meet first:
+            "auto" (default: NVIDIA Warp's BVH kernel for float32 renders where warp-lang
+            is installed, ``pip install 'diffcam[warp]'``, else the torch BVH), "bvh" (the
+            torch BVH, built at the first render), "warp", or "brute_force" (every ray
+            against every triangle: the reference). `diffcam.mesh.ray_caster` says which
+            one a render takes.
         mesh_shape: for kind "mesh", the `diffcam.renderer.mesh.MeshShape` (BVH and edge
             table) of another primitive's mesh with the same faces, to reuse instead of
             building one at the first render (a loop that makes a primitive per step for
@@ -112,7 +116,7 @@ class Primitive:
         wrap="repeat",
         mesh=None,
         smooth=False,
-        ray_casting="bvh",
+        ray_casting="auto",
         mesh_shape=None,
     ):
         if kind not in KINDS:
@@ -127,9 +131,10 @@ class Primitive:
                     "Primitive: a textured mesh needs texture coordinates (uvs); "
                     f"{mesh.source or 'the mesh'} has none"
                 )
-            if ray_casting not in ("bvh", "brute_force"):
+            if ray_casting not in ("auto", "bvh", "warp", "brute_force"):
                 raise ValueError(
-                    f"Primitive: ray_casting must be 'bvh' or 'brute_force', got {ray_casting!r}"
+                    "Primitive: ray_casting must be 'auto', 'bvh', 'warp' or 'brute_force', "
+                    f"got {ray_casting!r}"
                 )
         elif mesh is not None:
             raise ValueError(f"Primitive: only kind 'mesh' takes a mesh, not {kind!r}")
@@ -162,8 +167,7 @@ class Primitive:
         if self._shape is None:
             from .renderer.mesh import mesh_shape
 
-            brute = self.ray_casting == "brute_force"
-            self._shape = mesh_shape(self.mesh, self.smooth, brute_force=brute)
+            self._shape = mesh_shape(self.mesh, self.smooth, ray_casting=self.ray_casting)
         return self._shape
 
     def half_size(self, dtype, device) -> torch.Tensor:

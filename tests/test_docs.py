@@ -181,7 +181,7 @@ def test_readme_keeps_the_set_up_commands():
         "--seconds 4 --policy sine --out out/pendulum_cart.mp4"
     )
     tests = (
-        'pip install torch==2.13.0 && pip install -e ".[dev,mesh]" && OMP_NUM_THREADS=1 python -m '
+        'pip install torch==2.13.0 && pip install -e ".[dev,mesh,warp]" && OMP_NUM_THREADS=1 python -m '
         "pytest -q -p no:cacheprovider -n 2 tests"
     )
     assert f"\n{main_job}\n" in readme and f"\n{tests}\n" in readme

@@ -5,8 +5,10 @@ each render call makes a `MeshFrame` of it in the render's dtype (corners that c
 vertices' gradients, the BVH refitted to them). Per image and list of pixels,
 `mesh_samples`:
 
-1. casts the pixels' rays through the BVH without autograd (`diffcam.mesh.cast_rays`): which
-   triangle each ray meets first, if any;
+1. casts the pixels' rays without autograd: which triangle each ray meets first, if any.
+   Float32 renders cast through NVIDIA Warp's BVH kernel where warp-lang is installed
+   (`diffcam.mesh.warp_rays`), others through the torch BVH (`diffcam.mesh.cast_rays`);
+   `diffcam.mesh.ray_caster` says which;
 2. recomputes, with autograd, the depth and barycentric coordinates of that triangle only
    (`diffcam.mesh.triangles.ray_triangle`): gradients reach the pose, the camera and the
    vertices; (u, v) and smooth normals are the corners' values weighted by them;
@@ -37,6 +39,7 @@ from ..mesh.raycast import RayCast, cast_rays, cast_rays_brute_force
 from ..mesh.record import Mesh
 from ..mesh.topology import welded_faces
 from ..mesh.triangles import ray_shear, ray_triangle
+from ..mesh.warp_rays import WarpMesh, ray_caster
 from .shading import lambert
 
 __all__ = ["MeshShape", "MeshFrame", "MeshSamples", "mesh_shape", "mesh_frame", "mesh_samples"]
@@ -59,8 +62,9 @@ class MeshShape:
             ``edge_face[e, 0]`` and the other way round on face ``edge_face[e, 1]``.
         edge_slot: (E, 2) long the edge's first corner on each face.
         half_extent: (3,) float the largest |coordinate| of the vertices per axis (m).
-        brute_force: cast rays against every triangle instead of through the BVH (the
-            reference, for benchmarks and tests).
+        ray_casting: the ray caster asked for (`diffcam.mesh.ray_caster`): "auto" (Warp
+            for float32 renders where it is installed, else the torch BVH), "bvh", "warp" or
+            "brute_force" (every ray against every triangle: the reference).
     """
 
     mesh: Mesh
@@ -69,15 +73,16 @@ class MeshShape:
     edge_face: torch.Tensor
     edge_slot: torch.Tensor
     half_extent: torch.Tensor
-    brute_force: bool = False
+    ray_casting: str = "auto"
 
 
 def mesh_shape(
-    mesh: Mesh, smooth: bool = False, leaf_size: int = 8, brute_force: bool = False
+    mesh: Mesh, smooth: bool = False, leaf_size: int = 8, ray_casting: str = "auto"
 ) -> MeshShape:
     """The `MeshShape` of ``mesh`` (body frame): its BVH (leaves of at most ``leaf_size``
     triangles) and its edge table (edges matched across faces by vertex position, so meshes
-    split at texture seams count as closed); ``brute_force`` as in `MeshShape`."""
+    split at texture seams count as closed); ``ray_casting`` as in `MeshShape`."""
+    ray_caster(ray_casting)  # an unknown caster, or Warp asked for without it: the error now
     corners = mesh.corners().detach()
     faces = welded_faces(mesh).cpu().numpy()
     F = faces.shape[0]
@@ -104,15 +109,17 @@ def mesh_shape(
         table[:, [0, 2]].contiguous(),
         table[:, [1, 3]].contiguous(),
         mesh.vertices.detach().abs().amax(0),
-        bool(brute_force),
+        ray_casting,
     )
 
 
 class MeshFrame(NamedTuple):
     """A mesh for one render call, in its dtype and on its device: corners (F, 3, 3) (m,
     autograd-tracked from the vertices); uvs (F, 3, 2) or None; normals (F, 3, 3) corner
-    normals for smooth shading or None (flat); bvh refitted to the corners; edge_face and
-    edge_slot (E, 2) long and brute_force (`MeshShape`); memo: this render call's no-grad
+    normals for smooth shading or None (flat); bvh refitted to the corners (the torch BVH's
+    caster); edge_face and edge_slot (E, 2) long; caster: "warp", "bvh" or "brute_force"
+    (`diffcam.mesh.ray_caster`), warp: the corners as a `WarpMesh` for "warp"; memo: this
+    render call's no-grad
     results per image, which the soft samples' pass takes from the distance pass that chose
     their pixels: ``("edges", b)`` the image's `OuterEdges`, ``("faces", b)`` the candidate
     pixels (n,) long and the triangle each ray meets (n,) long (-1: none)."""
@@ -123,12 +130,15 @@ class MeshFrame(NamedTuple):
     bvh: BVH
     edge_face: torch.Tensor
     edge_slot: torch.Tensor
-    brute_force: bool = False
+    caster: str = "bvh"
+    warp: WarpMesh | None = None
     memo: dict | None = None
 
     def cast(self, o: torch.Tensor, d: torch.Tensor) -> RayCast:
         """No-grad nearest hits of rays from o (3,) or (R, 3) along d (R, 3) (mesh frame)."""
-        if self.brute_force:
+        if self.warp is not None:
+            return self.warp.cast(o, d)
+        if self.caster == "brute_force":
             return cast_rays_brute_force(self.corners, o, d)
         return cast_rays(self.bvh, self.corners, o, d)
 
@@ -144,6 +154,7 @@ def mesh_frame(shape: MeshShape, dtype, device, mesh: Mesh | None = None) -> Mes
         normals = mesh.corner_normals()
         if normals is None:
             normals = mesh.vertex_normals()[mesh.faces]
+    caster = ray_caster(shape.ray_casting, dtype)
     bvh = shape.bvh
     bvh = BVH(
         bvh.lo.to(dtype=dtype, device=device),
@@ -157,10 +168,11 @@ def mesh_frame(shape: MeshShape, dtype, device, mesh: Mesh | None = None) -> Mes
         corners,
         mesh.corner_uvs(),
         normals,
-        refit(bvh, corners),
+        refit(bvh, corners) if caster == "bvh" else bvh,
         shape.edge_face.to(device),
         shape.edge_slot.to(device),
-        shape.brute_force,
+        caster,
+        WarpMesh(corners) if caster == "warp" else None,
         {},
     )
 
