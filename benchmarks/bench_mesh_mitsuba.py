@@ -211,10 +211,12 @@ def timed(fn, repeats: int) -> tuple[float, float]:
     return 1e3 * statistics.median(times), first
 
 
-def diffcam_timing(case: Case, repeats: int, batch: int = BATCH, forward: bool = True) -> dict:
-    """Forward+backward of ``batch`` views of ``case`` to the pose and the texture (ms), and
-    with ``forward`` the forward alone (no grad)."""
-    width, height = TIMING_SIZE
+def diffcam_timing(
+    case: Case, repeats: int, batch: int = BATCH, forward: bool = True, size=TIMING_SIZE
+) -> dict:
+    """Forward+backward of ``batch`` views of ``case`` at ``size`` (W, H) to the pose and the
+    texture (ms), and with ``forward`` the forward alone (no grad)."""
+    width, height = size
     views = arc_views(case.view, batch) if batch > 1 else [case.view]
     camera = diffcam.PinholeCamera.look_at(
         torch.tensor([v.eye for v in views]), torch.tensor([v.target for v in views]),
@@ -319,14 +321,23 @@ def main():
     parser.add_argument("--peers-python", default="/work/peers_venv/bin/python")
     parser.add_argument("--save-images", type=Path, default=None)
     parser.add_argument("--no-timing", action="store_true", help="the agreement cases only")
+    parser.add_argument("--only-timing", action="store_true", help="the timing rounds only")
+    parser.add_argument("--timing-sizes", default="288x96",
+                        help="image sizes of the timing rounds, e.g. 288x96,640x480")  # fmt: skip
     add_record_flag(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     RECORD.enable(args.record, note=args.note)
     with tempfile.TemporaryDirectory(prefix="bench-mesh-mitsuba-") as tmp:
         workdir = Path(tmp)
+        sizes = [tuple(int(n) for n in s.split("x")) for s in args.timing_sizes.split(",")]
         for case in cases():
             spec = peer_spec(case, workdir, args)
+            if args.only_timing:
+                if case.texture is not None:
+                    for size in sizes:
+                        timing_rounds(case, spec, workdir, args, size)
+                continue
             run_peer(args.peers_python, spec, workdir)
             for width, height in SIZES:
                 theirs = np.load(Path(spec["out_dir"]) / f"{width}x{height}_0.npy")
@@ -346,7 +357,8 @@ def main():
             if case.texture is not None:
                 gradient_case(case, spec, workdir, args)
             if case.texture is not None and not args.no_timing:
-                timing_rounds(case, spec, workdir, args)
+                for size in sizes:
+                    timing_rounds(case, spec, workdir, args, size)
 
 
 def peer_spec(case: Case, workdir: Path, args) -> dict:
@@ -368,23 +380,23 @@ def peer_spec(case: Case, workdir: Path, args) -> dict:
     }  # fmt: skip
 
 
-def timing_rounds(case: Case, spec: dict, workdir: Path, args) -> None:
-    """diffcam's and Mitsuba's timings in turn, ``args.rounds`` times (this machine's speed
-    drifts over minutes, and other jobs share it): one line per round, then the medians over
-    the rounds and their ratio."""
-    timing = {"views": BATCH, "size": list(TIMING_SIZE), "repeats": args.repeats,
+def timing_rounds(case: Case, spec: dict, workdir: Path, args, size=TIMING_SIZE) -> None:
+    """diffcam's and Mitsuba's timings at ``size`` (W, H) in turn, ``args.rounds`` times (this
+    machine's speed drifts over minutes, and other jobs share it): one line per round, then the
+    medians over the rounds and their ratio."""
+    timing = {"views": BATCH, "size": list(size), "repeats": args.repeats,
               "batch_views": [v.as_json() for v in arc_views(case.view, BATCH)]}  # fmt: skip
     spec = {**spec, "sizes": [], "timing": timing}  # no agreement images this time
     rounds = []
     for k in range(args.rounds):
         load_start = load_average()
-        ours = diffcam_timing(case, args.repeats, forward=k == 0)
-        ours_one = diffcam_timing(case, args.repeats, batch=1, forward=False)
+        ours = diffcam_timing(case, args.repeats, forward=k == 0, size=size)
+        ours_one = diffcam_timing(case, args.repeats, batch=1, forward=False, size=size)
         peer = run_peer(args.peers_python, spec, workdir)
         per_image = peer["pose_texture_fb_ms"]
         rounds.append(RECORD.emit({
             "bench": "mesh_mitsuba", "case": "timing_round", "round": k, "mesh": case.name,
-            "triangles": case.mesh.num_faces, "W": TIMING_SIZE[0], "H": TIMING_SIZE[1],
+            "triangles": case.mesh.num_faces, "W": size[0], "H": size[1],
             "threads": args.threads, **ours,
             "ours_b1_forward_backward_ms": ours_one["ours_forward_backward_ms"],
             "mitsuba_pose_texture_fb_ms_per_image": per_image,
@@ -404,7 +416,7 @@ def timing_rounds(case: Case, spec: dict, workdir: Path, args) -> None:
     batch_ms = median("mitsuba_batch64_texture_fb_ms")
     RECORD.emit({
         "bench": "mesh_mitsuba", "case": "timing", "rounds": args.rounds, "mesh": case.name,
-        "ours_b64_forward_backward_ms": ours_ms,
+        "W": size[0], "H": size[1], "ours_b64_forward_backward_ms": ours_ms,
         "ours_b1_forward_backward_ms": median("ours_b1_forward_backward_ms"),
         "mitsuba_pose_texture_fb_ms_per_image": mitsuba_ms,
         "mitsuba_pose_texture_fb_ms_x64": round(64 * mitsuba_ms, 1),

@@ -22,7 +22,7 @@ import torch
 
 from .raycast import RayCast
 
-__all__ = ["WarpMesh", "available", "ray_caster"]
+__all__ = ["WarpMesh", "available", "nearest_segments", "ray_caster"]
 
 log = logging.getLogger("diffcam")
 
@@ -82,6 +82,24 @@ def ray_caster(requested: str = "auto", dtype=torch.float32) -> str:
     if requested != "auto":
         return requested
     return "warp" if dtype == torch.float32 and available() else "bvh"
+
+
+def nearest_segments(px, py, xa, ya, xb, yb) -> torch.Tensor:
+    """The index (n,) long of the 2-D segment a-b nearest to each point (px, py) (n,) (the
+    first of equals), of segments (xa, ya)-(xb, yb) (m,), m >= 1, float32 on one device; no
+    gradient. One Warp thread per point, looping over the segments: the renderer's search for
+    the silhouette edge nearest to each pixel, without a (points x segments) tensor."""
+    wp, kernel = _warp()
+    device = px.device
+    flat = [t.detach().to(torch.float32).contiguous() for t in (px, py, xa, ya, xb, yb)]
+    out = torch.empty(flat[0].shape[0], dtype=torch.int32, device=device)
+    if out.numel():
+        wp_device = wp.device_from_torch(device)
+        wp.launch(kernel.nearest_segments, dim=out.numel(),
+                  inputs=[*(wp.from_torch(t) for t in flat), wp.from_torch(out)],
+                  device=wp_device)  # fmt: skip
+        wp.synchronize_device(wp_device)
+    return out.long()
 
 
 class WarpMesh:

@@ -39,7 +39,7 @@ from ..mesh.raycast import RayCast, cast_rays, cast_rays_brute_force
 from ..mesh.record import Mesh
 from ..mesh.topology import welded_faces
 from ..mesh.triangles import ray_shear, ray_triangle
-from ..mesh.warp_rays import WarpMesh, ray_caster
+from ..mesh.warp_rays import WarpMesh, nearest_segments, ray_caster
 from .shading import lambert
 
 __all__ = ["MeshShape", "MeshFrame", "MeshSamples", "mesh_shape", "mesh_frame", "mesh_samples"]
@@ -283,12 +283,17 @@ def _segment_point(px, py, xa, ya, xb, yb):
     return s, dx * dx + dy * dy
 
 
-def _nearest_edge(edges: OuterEdges, c, cam: Camera1, x, y, chunk: int = 1 << 22):
-    """No-grad: the index (n,) long of the outer edge nearest to each pixel (x, y) (n,)."""
+def _nearest_edge(
+    edges: OuterEdges, c, cam: Camera1, x, y, chunk: int = 1 << 22, warp: bool = False
+):
+    """No-grad: the index (n,) long of the outer edge nearest to each pixel (x, y) (n,);
+    with ``warp``, searched in Warp's kernel (`diffcam.mesh.warp_rays.nearest_segments`)."""
     with torch.no_grad():
         cam_d = Camera1(*(t.detach() for t in cam))
         xa, ya, _ = _project(cam_d, c[edges.face, edges.i])
         xb, yb, _ = _project(cam_d, c[edges.face, edges.j])
+        if warp:
+            return nearest_segments(x, y, xa, ya, xb, yb)
         m = xa.numel()
         rows = max(1, chunk // m)
         out = []
@@ -341,7 +346,7 @@ def mesh_samples(
             edges = mf.memo[key]
     has_edges = edges is not None and edges.face.numel() > 0
     if has_edges:
-        e = _nearest_edge(edges, c.detach(), cam, x.detach(), y.detach())
+        e = _nearest_edge(edges, c.detach(), cam, x.detach(), y.detach(), warp=mf.warp is not None)
         ef, ei, ej = edges.face[e], edges.i[e], edges.j[e]
         xa, ya, za = _project(cam, c[ef, ei])
         xb, yb, zb = _project(cam, c[ef, ej])

@@ -52,6 +52,12 @@ TITLES = {
         "unlit: silhouette IoU and colour error at 288 × 96 and 640 × 480; forward + backward "
         "to pose and texture, B = 64 views in diffcam against Mitsuba per image, 1 thread each.",
     ),
+    "mesh_warp": (
+        "Mesh ray casting against NVIDIA Warp (`bench_mesh_warp.py`)",
+        "The same camera rays and torus: diffcam's BVH traversed with torch ops against "
+        "Warp's `wp.mesh_query_ray` kernel, one thread each, ms (lower is better), and their "
+        "agreement.",
+    ),
     "soft": (
         "Soft edges (`bench_soft.py`)",
         "σ = 1 px soft edges against the hard render of the same scene, B = 64, 288 × 96, ms "

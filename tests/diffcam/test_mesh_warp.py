@@ -88,3 +88,19 @@ def test_a_float32_render_through_warp_matches_the_bvh_render_and_its_gradients(
     for got, expected in zip(grads, want_grads, strict=True):
         assert expected.abs().max() > 0
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_warp_finds_the_nearest_silhouette_edge_of_the_torch_search():
+    from diffcam.renderer import mesh as mesh_renderer
+
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.rand(5000, generator=g) * 640, torch.rand(5000, generator=g) * 480
+    xa, ya, xb, yb = (torch.rand(300, generator=g) * 640 for _ in range(4))
+    xb[:5], yb[:5] = xa[:5], ya[:5]  # segments of no length (points) too
+    got = warp_rays.nearest_segments(x, y, xa, ya, xb, yb)
+    _, torch_distance = mesh_renderer._segment_point(x[:, None], y[:, None], xa, ya, xb, yb)
+    want = torch_distance.argmin(1)
+    best = torch_distance.gather(1, want[:, None])[:, 0]
+    reached = torch_distance.gather(1, got[:, None])[:, 0]
+    torch.testing.assert_close(reached, best, rtol=1e-5, atol=1e-4)  # a tie may pick either
+    assert float((got == want).float().mean()) > 0.999
