@@ -21,8 +21,9 @@ vertices' gradients, the BVH refitted to them). Per image and list of pixels,
    outline are fully covered. Rays that miss take their depth, (u, v) and normal from the
    nearest point of that edge on its front triangle.
 
-The nearest edge is chosen without autograd, and its distance recomputed with it: the
-gradient of the minimum is that edge's, exact almost everywhere.
+The nearest edge is chosen without autograd (in Warp's kernel where the rays are cast
+through Warp, `diffcam.mesh.warp_rays.nearest_segments`), and its distance recomputed with
+it: the gradient of the minimum is that edge's, exact almost everywhere.
 """
 
 from __future__ import annotations
