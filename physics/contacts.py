@@ -24,6 +24,7 @@ import torch
 from .contact_box import box_box
 from .contact_box_segment import box_segment
 from .contact_geometry import closest_segment_parameters
+from .contact_hull import hull_hull, hull_segment, shapes
 from .math3d import safe_norm, tangent_basis
 from .world import World
 
@@ -190,11 +191,54 @@ def _box_segment_part(world: World, position: Tensor, rotation: Tensor) -> tuple
     return _slots(box, other, *result)
 
 
+def _hulls(world: World, bodies: Tensor, shape: Tensor, position: Tensor, rotation: Tensor):
+    """`physics.contact_hull.Shapes` of ``bodies`` (P,) with polyhedra ``shape`` (P,)."""
+    structure = world.structure
+    return shapes(
+        world.hull_points.index_select(0, shape),
+        world.hull_normals.index_select(0, shape),
+        structure.hull_faces.index_select(0, shape),
+        structure.hull_face_valid.index_select(0, shape),
+        structure.hull_edges.index_select(0, shape),
+        structure.hull_edge_valid.index_select(0, shape),
+        _take(world.size, bodies),
+        _take(position, bodies),
+        _take(rotation, bodies),
+    )
+
+
+def _hull_part(world: World, position: Tensor, rotation: Tensor) -> tuple:
+    structure = world.structure
+    hull_a, hull_b = structure.hull_contact_a, structure.hull_contact_b
+    result = hull_hull(
+        _hulls(world, hull_a, structure.hull_contact_shape_a, position, rotation),
+        _hulls(world, hull_b, structure.hull_contact_shape_b, position, rotation),
+    )
+    return _slots(hull_a, hull_b, *result)
+
+
+def _hull_segment_part(world: World, position: Tensor, rotation: Tensor) -> tuple:
+    structure = world.structure
+    hull, other = structure.hull_segment_hull, structure.hull_segment_other
+    size = _take(world.size, other)
+    half_axis = _rotate(_take(rotation, other), _rotate(world.hull_segment_map, size))
+    radius = (world.hull_segment_radius * size).sum(-1)
+    result = hull_segment(
+        _hulls(world, hull, structure.hull_segment_shape, position, rotation),
+        _take(position, other),
+        half_axis,
+        radius,
+    )
+    return _slots(hull, other, *result)
+
+
 _PARTS = (
     ("plane_contact_plane", _plane_part),
     ("segment_contact_a", _segment_part),
     ("box_contact_a", _box_part),
     ("box_segment_box", _box_segment_part),
+    ("hull_contact_a", _hull_part),
+    ("hull_segment_hull", _hull_segment_part),
 )
 
 
