@@ -182,13 +182,15 @@ def _padded_shapes(shapes: list[Polyhedron], dtype, device) -> dict:
     tensors in size units (padding: corner 0, zero normals), and as static lists
     ``hull_faces`` (G, F, M) corner indices (a loop padded with its last corner, a padded face
     with corner 0) with ``hull_face_valid`` (G, F), and ``hull_edges`` (G, E, 4) (corner i,
-    corner j, their two faces; padding zeros) with ``hull_edge_valid`` (G, E)."""
+    corner j, their two faces; padding zeros) with ``hull_edge_valid`` (G, E); and
+    ``hull_counts`` (G, 3): each one's corners, faces and edges before padding."""
     corners = max((len(s.points) for s in shapes), default=1)
     faces = max((len(s.faces) for s in shapes), default=1)
     loop = max((len(f) for s in shapes for f in s.faces), default=1)
     edges = max((len(s.edges) for s in shapes), default=1)
     out: dict[str, list] = {k: [] for k in ("hull_points", "hull_normals", "hull_faces",
-                                             "hull_face_valid", "hull_edges", "hull_edge_valid")}  # fmt: skip
+                                             "hull_face_valid", "hull_edges", "hull_edge_valid",
+                                             "hull_counts")}  # fmt: skip
     for shape in shapes:
         points = shape.points.tolist()
         out["hull_points"].append(points + [points[0]] * (corners - len(points)))
@@ -200,6 +202,7 @@ def _padded_shapes(shapes: list[Polyhedron], dtype, device) -> dict:
         rows = shape.edges.tolist()
         out["hull_edges"].append(rows + [[0, 0, 0, 0]] * (edges - len(rows)))
         out["hull_edge_valid"].append([k < len(rows) for k in range(edges)])
+        out["hull_counts"].append([len(points), len(loops), len(rows)])
     for key, width in (("hull_points", corners), ("hull_normals", faces)):
         out[key] = torch.tensor(out[key], dtype=dtype, device=device).reshape(len(shapes), width, 3)
     return out

@@ -53,15 +53,15 @@ _BIG = 1e9
 class Shapes:
     """Hulls in the world frame (m), one per pair.
 
-    corners: (B, P, K, 3); normals: (B, P, F, 3) unit, outward; loops: (B, P, F, M, 3) each
-    face's corners, counter-clockwise about its normal; face_valid: (P, F) bool;
+    corners: (B, P, K, 3); normals: (B, P, F, 3) unit, outward; faces: (P, F, M) long each
+    face's corners (indices), counter-clockwise about its normal; face_valid: (P, F) bool;
     edges: (B, P, E, 2, 3) end corners; edge_faces: (P, E, 2) long, the faces an edge joins;
     edge_valid: (P, E) bool; centre: (B, P, 3) a point inside (the corners' mean).
     """
 
     corners: Tensor
     normals: Tensor
-    loops: Tensor
+    faces: Tensor
     face_valid: Tensor
     edges: Tensor
     edge_faces: Tensor
@@ -100,7 +100,7 @@ def shapes(points: Tensor, normals: Tensor, loops: Tensor, face_valid: Tensor, e
     return Shapes(
         corners=corners,
         normals=metric @ turn,
-        loops=_gather(corners, loops),
+        faces=loops,
         face_valid=face_valid,
         edges=_gather(corners, edges[..., :2]),
         edge_faces=edges[..., 2:],
@@ -115,7 +115,7 @@ def _cross2(a: Tensor, b: Tensor) -> Tensor:
 
 def _face_separations(a: Shapes, b: Shapes) -> Tensor:
     """(B, P, F) separation of b from each face plane of a (-_BIG for padded faces)."""
-    offset = (a.normals * a.loops[..., 0, :]).sum(-1)
+    offset = (a.normals * _gather(a.corners, a.faces[..., 0])).sum(-1)
     lowest = (a.normals @ b.corners.transpose(-1, -2)).amin(-1)
     return torch.where(a.face_valid, lowest - offset, -_BIG)
 
@@ -140,7 +140,8 @@ def _edge_separations(a: Shapes, b: Shapes) -> Tensor:
     # (d_a x d_b) . x as triple products, by matrix products over the edge pairs.
     at_b = along_a @ torch.linalg.cross(along_b, start_b).transpose(-1, -2)
     at_a = torch.linalg.cross(start_a, along_a) @ along_b.transpose(-1, -2)
-    inside_a = torch.linalg.cross(a.centre[..., None, :], along_a) @ along_b.transpose(-1, -2)
+    from_centre = start_a - a.centre[..., None, :]
+    out_of_a = torch.linalg.cross(from_centre, along_a) @ along_b.transpose(-1, -2)
     dots = along_a @ along_b.transpose(-1, -2)
     square = (along_a * along_a).sum(-1)[..., :, None] * (along_b * along_b).sum(-1)[..., None, :]
     length2 = square - dots * dots
@@ -148,8 +149,8 @@ def _edge_separations(a: Shapes, b: Shapes) -> Tensor:
     usable = usable & a.edge_valid[:, :, None] & b.edge_valid[:, None, :]
     length = torch.where(usable, length2, 1.0).sqrt()
     # The axis points away from a (from its centre to its edge).
-    outward = sign(at_a - inside_a)
-    return torch.where(usable, outward * (at_b - at_a) / length, -_BIG)
+    separation = sign(out_of_a) * (at_b - at_a) / length
+    return torch.where(usable, separation, -_BIG)
 
 
 def _pick_axis(a: Shapes, b: Shapes):
@@ -166,9 +167,20 @@ def _pick_axis(a: Shapes, b: Shapes):
     return use_b, face, use_edge, edge.argmax(-1)
 
 
-def _pick(use_b: Tensor, a: Tensor, b: Tensor) -> Tensor:
-    """b where ``use_b`` (B, P), else a; a and b (B, P, ...)."""
-    return torch.where(use_b.reshape(*use_b.shape, *[1] * (a.dim() - 2)), b, a)
+def _face(hull: Shapes, index: Tensor) -> tuple[Tensor, Tensor]:
+    """Face ``index`` (B, P) long of each hull: its normal (B, P, 3) and loop (B, P, M, 3)."""
+    normal = gather_rows(hull.normals, index[..., None])[..., 0, :]
+    batch, pairs = index.shape
+    pair = torch.arange(pairs, device=index.device)
+    corners = hull.faces[pair, index]  # (B, P, M)
+    loop = hull.corners.gather(2, corners.reshape(batch, pairs, -1, 1).expand(-1, -1, -1, 3))
+    return normal, loop
+
+
+def _most_facing(hull: Shapes, normal: Tensor) -> Tensor:
+    """(B, P) long: the hull's face most anti-parallel to ``normal`` (B, P, 3)."""
+    facing = (hull.normals * normal[..., None, :]).sum(-1)
+    return torch.where(hull.face_valid, facing, _BIG).argmin(-1)
 
 
 def _clip(reference: Tensor, incident: Tensor, incident_normal: Tensor):
@@ -209,21 +221,18 @@ def _clip(reference: Tensor, incident: Tensor, incident_normal: Tensor):
 def _face_manifold(a: Shapes, b: Shapes, use_b: Tensor, face: Tensor):
     """The clipped manifold of a face axis: normal (a to b) (B, P, 3), points on b
     (B, P, 4, 3), distances (B, P, 4), validity (B, P, 4)."""
-    reference = {k: _pick(use_b, getattr(a, k), getattr(b, k)) for k in ("normals", "loops")}
-    incident = {k: _pick(use_b, getattr(b, k), getattr(a, k)) for k in ("normals", "loops")}
-    valid_incident = torch.where(use_b[..., None], a.face_valid, b.face_valid)
-    index = face[..., None]
-    normal = gather_rows(reference["normals"], index)[..., 0, :]
-    loop = torch.gather(
-        reference["loops"], 2, index[..., None, None].expand(-1, -1, 1, *a.loops.shape[-2:])
-    )[:, :, 0]
+    # Either hull may hold the reference face; each is read with an index in its own range.
+    count_a, count_b = a.normals.shape[2], b.normals.shape[2]
+    normal_a, loop_a = _face(a, face.clamp(max=count_a - 1))
+    normal_b, loop_b = _face(b, face.clamp(max=count_b - 1))
+    normal = torch.where(use_b[..., None], normal_b, normal_a)
+    loop = torch.where(use_b[..., None, None], loop_b, loop_a)
     with torch.no_grad():
-        facing = (incident["normals"] * normal[..., None, :]).sum(-1)
-        other = torch.where(valid_incident, facing, _BIG).argmin(-1)
-    incident_loop = torch.gather(
-        incident["loops"], 2, other[..., None, None, None].expand(-1, -1, 1, *a.loops.shape[-2:])
-    )[:, :, 0]
-    incident_normal = gather_rows(incident["normals"], other[..., None])[..., 0, :]
+        other_a, other_b = _most_facing(a, normal), _most_facing(b, normal)
+    normal_a, loop_a = _face(a, other_a)
+    normal_b, loop_b = _face(b, other_b)
+    incident_normal = torch.where(use_b[..., None], normal_a, normal_b)
+    incident_loop = torch.where(use_b[..., None, None], loop_a, loop_b)
     first, second = tangent_basis(normal)
     frame = torch.stack([first, second, normal], -2)  # rows u, v, w
     origin = loop[..., 0, :]
@@ -286,7 +295,7 @@ def _closest(hull: Shapes, query: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     normal (B, P, S, 3) out of the hull towards the query, signed distance (B, P, S) (negative
     inside), closest point (B, P, S, 3)."""
     normals = hull.normals[:, :, None]  # (B, P, 1, F, 3)
-    loops = hull.loops[:, :, None]  # (B, P, 1, F, M, 3)
+    loops = _gather(hull.corners, hull.faces)[:, :, None]  # (B, P, 1, F, M, 3)
     height = ((query[..., None, :] - loops[..., 0, :]) * normals).sum(-1)  # (B, P, S, F)
     valid = hull.face_valid[:, None, :]
     deepest, face = torch.where(valid, height, -_BIG).max(-1)

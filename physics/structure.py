@@ -37,6 +37,12 @@ def _table(values: list, dtype, device) -> Tensor:
     )
 
 
+def _extent(world: World, shapes: list[int]) -> tuple[int, int, int]:
+    """The most corners, faces and edges of the polyhedra ``shapes`` (indices)."""
+    counts = [world.hull_counts[s] for s in shapes]
+    return tuple(max((c[k] for c in counts), default=0) for k in range(3))
+
+
 def reduced_coordinates_fit(world: World) -> bool:
     """Whether ``world``'s model can step in reduced coordinates (a tree of hinges, sliders and
     fixed joints with nothing that collides: `articulated_tree` raises nothing)."""
@@ -101,6 +107,9 @@ def index_structure(world: World) -> Structure:
         box_segment_other=index(world.box_segment_other),
         **{key: index(getattr(world, key)) for key in _HULL_INDICES},
         **{key: _table(getattr(world, key), dtype, device) for key, dtype in _HULL_TABLES.items()},
+        hull_extent_a=_extent(world, world.hull_contact_shape_a),
+        hull_extent_b=_extent(world, world.hull_contact_shape_b),
+        hull_extent_segment=_extent(world, world.hull_segment_shape),
         hull_plane_rows=_hull_plane_rows(world, long),
         tree=articulated_tree(world) if world.coordinates == "reduced" else None,
     )

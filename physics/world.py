@@ -59,6 +59,11 @@ class Structure:
     hull_face_valid: Tensor  # (G, F) bool
     hull_edges: Tensor  # (G, E, 4) long
     hull_edge_valid: Tensor  # (G, E) bool
+    # Corners, faces and edges the polyhedra of each role take (the most of those it names):
+    # its tables are cut to these, so that a box facing a 500-point hull is not padded to it.
+    hull_extent_a: tuple[int, int, int] = (0, 0, 0)
+    hull_extent_b: tuple[int, int, int] = (0, 0, 0)
+    hull_extent_segment: tuple[int, int, int] = (0, 0, 0)
     # (H, K) long: per hull-plane pair, the plane candidates of its points (-1 pads a shorter
     # hull); the contacts keep a few of each (`physics.contacts.hull_support`).
     hull_plane_rows: Tensor | None = None
@@ -172,6 +177,7 @@ class World:
     hull_face_valid: list  # (G, F) bool
     hull_edges: list  # (G, E, 4) corner i, corner j, the faces of i -> j and of j -> i
     hull_edge_valid: list  # (G, E) bool
+    hull_counts: list  # (G, 3) corners, faces, edges of each polyhedron before padding
     hull_points: Tensor  # (G, K, 3) corners in size units
     hull_normals: Tensor  # (G, F, 3) unit outward face normals in size units
     # Set by `build_world` (`physics.structure.index_structure`) once the fields above are.
