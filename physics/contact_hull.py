@@ -178,9 +178,13 @@ def _face(hull: Shapes, index: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def _most_facing(hull: Shapes, normal: Tensor) -> Tensor:
-    """(B, P) long: the hull's face most anti-parallel to ``normal`` (B, P, 3)."""
+    """(B, P) long: of the hull's faces at its corner deepest along -``normal`` (B, P, 3), the
+    one most anti-parallel to it. (The face most anti-parallel of all may not hold that
+    corner: a long sliver's normal can be closer to -normal than its neighbours'.)"""
+    deepest = (hull.corners * normal[..., None, :]).sum(-1).argmin(-1)  # (B, P)
+    holds = (hull.faces == deepest[..., None, None]).any(-1) & hull.face_valid  # (B, P, F)
     facing = (hull.normals * normal[..., None, :]).sum(-1)
-    return torch.where(hull.face_valid, facing, _BIG).argmin(-1)
+    return torch.where(holds, facing, _BIG).argmin(-1)
 
 
 def _clip(reference: Tensor, incident: Tensor, incident_normal: Tensor):
