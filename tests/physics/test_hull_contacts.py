@@ -349,6 +349,29 @@ def test_sphere_rests_on_slanted_hull_faces():
     assert float(ball[:, :2].abs().max()) < 1e-3
 
 
+def test_capsule_rests_lying_on_a_hull_face():
+    """A capsule (r = 4 cm, length 0.4 m) dropped 5 mm, lying, onto a static wedge turned
+    over (its rectangular face up, at z = 0.2): it rests on its two end slots at r above the
+    face within 1 mm, level, for 3 s. Measured: 8e-16 m, its axis level to 3e-17."""
+    radius = 0.04
+    bodies = [
+        physics.Body("floor", "plane", [5, 5], static=True),
+        physics.Body("wedge", "hull", [1.0, 0.6, 0.3], static=True, points=WEDGE.tolist(),
+                     rotation=np.diag([1.0, -1.0, -1.0]).tolist(), position=[0, 0, 0.1],
+                     friction=0.5),
+        physics.Body("log", "capsule", [radius, 0.4], mass=1.0,
+                     quat=[math.sqrt(0.5), 0.0, math.sqrt(0.5), 0.0],
+                     position=[0.05, 0.02, 0.2 + radius + 0.005], friction=0.5),
+    ]  # fmt: skip
+    world = _world(bodies)
+    assert world.hull_segment_hull == [1]
+    trajectory = physics.rollout(world, physics.initial_state(world), 300)
+    z = trajectory.position[30:, 0, 2, 2]
+    assert float((z - (0.2 + radius)).abs().max()) < 1e-3
+    axis = trajectory.rotation[30:, 0, 2, :, 2]  # the capsule's axis stays horizontal
+    assert float(axis[:, 2].abs().max()) < 1e-3
+
+
 def test_wedge_sliding_on_a_box_decelerates_at_mu_g():
     """A wedge (a triangular prism on its rectangular face) thrown at 3 m/s along a box:
     it decelerates at mu g within 2 % and neither sinks nor lifts by 1 mm. Measured:
