@@ -1,17 +1,20 @@
 """Contact geometry: every candidate pair's normal, point and signed distance.
 
 Candidates are static (see `collision_pairs.contact_candidates`): each is evaluated every
-step, whether touching or not; the solver decides which are active. Four kinds, each fully
+step, whether touching or not; the solver decides which are active. Six kinds, each fully
 vectorised:
 
 - point-plane: a body point with a radius (sphere centre, capsule end centres, box corners,
   cylinder rim points) against an infinite plane (normal: the plane body's +z);
 - segment-segment: spheres (segments of zero length) and capsules against each other;
 - box-box (`physics.contact_box`): separating axes and face clipping, 4 slots per pair;
-- box-segment (`physics.contact_box_segment`): a box against a sphere or capsule, 3 slots.
+- box-segment (`physics.contact_box_segment`): a box against a sphere or capsule, 3 slots;
+- hull-hull (`physics.contact_hull`): a hull against a box or another hull, 4 slots;
+- hull-segment (`physics.contact_hull`): a hull against a sphere or capsule, 3 slots.
 
 Cylinders collide with planes by their rims and with boxes, spheres, capsules and cylinders as
-the box of the same extents [2r, 2r, length] (see `physics.collision_pairs`).
+the box of the same extents [2r, 2r, length]; a hull meets a cylinder as the box that bounds
+it (see `physics.collision_pairs`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import torch
 from .contact_box import box_box
 from .contact_box_segment import box_segment
 from .contact_geometry import closest_segment_parameters
+from .contact_hull import hull_hull, hull_segment, shapes
 from .math3d import safe_norm, tangent_basis
 from .world import World
 
@@ -190,11 +194,78 @@ def _box_segment_part(world: World, position: Tensor, rotation: Tensor) -> tuple
     return _slots(box, other, *result)
 
 
+def _hulls(world: World, bodies: Tensor, shape: Tensor, extent: tuple[int, int, int],
+           position: Tensor, rotation: Tensor):  # fmt: skip
+    """`physics.contact_hull.Shapes` of ``bodies`` (P,) with polyhedra ``shape`` (P,), their
+    tables cut to ``extent`` (corners, faces, edges: the most these polyhedra have)."""
+    structure = world.structure
+    corners, faces, edges = extent
+    return shapes(
+        world.hull_points.index_select(0, shape)[:, :corners],
+        world.hull_normals.index_select(0, shape)[:, :faces],
+        structure.hull_faces.index_select(0, shape)[:, :faces],
+        structure.hull_face_valid.index_select(0, shape)[:, :faces],
+        structure.hull_edges.index_select(0, shape)[:, :edges],
+        structure.hull_edge_valid.index_select(0, shape)[:, :edges],
+        _take(world.size, bodies),
+        _take(position, bodies),
+        _take(rotation, bodies),
+    )
+
+
+def _hull_part(world: World, position: Tensor, rotation: Tensor) -> tuple:
+    structure = world.structure
+    hull_a, hull_b = structure.hull_contact_a, structure.hull_contact_b
+    result = hull_hull(
+        _hulls(
+            world,
+            hull_a,
+            structure.hull_contact_shape_a,
+            structure.hull_extent_a,
+            position,
+            rotation,
+        ),
+        _hulls(
+            world,
+            hull_b,
+            structure.hull_contact_shape_b,
+            structure.hull_extent_b,
+            position,
+            rotation,
+        ),  # fmt: skip
+    )
+    return _slots(hull_a, hull_b, *result)
+
+
+def _hull_segment_part(world: World, position: Tensor, rotation: Tensor) -> tuple:
+    structure = world.structure
+    hull, other = structure.hull_segment_hull, structure.hull_segment_other
+    size = _take(world.size, other)
+    half_axis = _rotate(_take(rotation, other), _rotate(world.hull_segment_map, size))
+    radius = (world.hull_segment_radius * size).sum(-1)
+    result = hull_segment(
+        _hulls(
+            world,
+            hull,
+            structure.hull_segment_shape,
+            structure.hull_extent_segment,
+            position,
+            rotation,
+        ),  # fmt: skip
+        _take(position, other),
+        half_axis,
+        radius,
+    )
+    return _slots(hull, other, *result)
+
+
 _PARTS = (
     ("plane_contact_plane", _plane_part),
     ("segment_contact_a", _segment_part),
     ("box_contact_a", _box_part),
     ("box_segment_box", _box_segment_part),
+    ("hull_contact_a", _hull_part),
+    ("hull_segment_hull", _hull_segment_part),
 )
 
 

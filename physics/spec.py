@@ -96,8 +96,10 @@ class Body:
             axes.
         points: hull only, (K, 3) body-frame points in units of ``size`` (a point p is at
             p * size metres, per axis), K >= 4: the vertices of the convex hull it collides
-            with. They scale with the size (a gradient to the size moves them). Against a plane the hull collides exactly by these points; against a
-            box, sphere, capsule, cylinder or another hull, as the box that bounds them.
+            with. They scale with the size (a gradient to the size moves them). The hull
+            collides exactly against planes (by these points), boxes, spheres, capsules and
+            other hulls (by its faces and edges, `physics.contact_hull`); against a cylinder,
+            as the box that bounds them.
         mass: kg. Or give ``density`` (kg/m^3). Not needed when ``static``.
         static: a fixed body (floor, wall): infinite mass, never moves.
         position: world position of the centre of mass (m), shape (3,).

@@ -551,6 +551,8 @@ def _has_contact_candidates(world: World) -> bool:
             structure.segment_contact_a,
             structure.box_contact_a,
             structure.box_segment_box,
+            structure.hull_contact_a,
+            structure.hull_segment_hull,
         )
     )
 

@@ -20,6 +20,29 @@ _SLOTS = {
 }
 
 
+_HULL_INDICES = ("hull_contact_a", "hull_contact_b", "hull_contact_shape_a", "hull_contact_shape_b",
+                 "hull_segment_hull", "hull_segment_other", "hull_segment_shape")  # fmt: skip
+
+
+_HULL_TABLES = {"hull_faces": torch.long, "hull_face_valid": torch.bool, "hull_edges": torch.long,
+                "hull_edge_valid": torch.bool}  # fmt: skip
+
+
+def _table(values: list, dtype, device) -> Tensor:
+    """A polyhedron table (`World.hull_faces` and the like) as a tensor; empty without hulls."""
+    return (
+        torch.tensor(values, dtype=dtype, device=device)
+        if values
+        else torch.zeros(0, 1, dtype=dtype, device=device)
+    )
+
+
+def _extent(world: World, shapes: list[int]) -> tuple[int, int, int]:
+    """The most corners, faces and edges of the polyhedra ``shapes`` (indices)."""
+    counts = [world.hull_counts[s] for s in shapes]
+    return tuple(max((c[k] for c in counts), default=0) for k in range(3))
+
+
 def reduced_coordinates_fit(world: World) -> bool:
     """Whether ``world``'s model can step in reduced coordinates (a tree of hinges, sliders and
     fixed joints with nothing that collides: `articulated_tree` raises nothing)."""
@@ -82,6 +105,11 @@ def index_structure(world: World) -> Structure:
         box_contact_b=index(world.box_contact_b),
         box_segment_box=index(world.box_segment_box),
         box_segment_other=index(world.box_segment_other),
+        **{key: index(getattr(world, key)) for key in _HULL_INDICES},
+        **{key: _table(getattr(world, key), dtype, device) for key, dtype in _HULL_TABLES.items()},
+        hull_extent_a=_extent(world, world.hull_contact_shape_a),
+        hull_extent_b=_extent(world, world.hull_contact_shape_b),
+        hull_extent_segment=_extent(world, world.hull_segment_shape),
         hull_plane_rows=_hull_plane_rows(world, long),
         tree=articulated_tree(world) if world.coordinates == "reduced" else None,
     )

@@ -48,6 +48,22 @@ class Structure:
     box_contact_b: Tensor  # (K,) long
     box_segment_box: Tensor  # (Q,) long
     box_segment_other: Tensor  # (Q,) long
+    hull_contact_a: Tensor  # (H,) long
+    hull_contact_b: Tensor  # (H,) long
+    hull_contact_shape_a: Tensor  # (H,) long: polyhedra, see `World.hull_faces`
+    hull_contact_shape_b: Tensor  # (H,) long
+    hull_segment_hull: Tensor  # (Q,) long
+    hull_segment_other: Tensor  # (Q,) long
+    hull_segment_shape: Tensor  # (Q,) long
+    hull_faces: Tensor  # (G, F, M) long
+    hull_face_valid: Tensor  # (G, F) bool
+    hull_edges: Tensor  # (G, E, 4) long
+    hull_edge_valid: Tensor  # (G, E) bool
+    # Corners, faces and edges the polyhedra of each role take (the most of those it names):
+    # its tables are cut to these, so that a box facing a 500-point hull is not padded to it.
+    hull_extent_a: tuple[int, int, int] = (0, 0, 0)
+    hull_extent_b: tuple[int, int, int] = (0, 0, 0)
+    hull_extent_segment: tuple[int, int, int] = (0, 0, 0)
     # (H, K) long: per hull-plane pair, the plane candidates of its points (-1 pads a shorter
     # hull); the contacts keep a few of each (`physics.contacts.hull_support`).
     hull_plane_rows: Tensor | None = None
@@ -144,6 +160,26 @@ class World:
     box_segment_box_map: Tensor  # (Q, 3, 3) size -> half extents of the box
     box_segment_map: Tensor  # (Q, 3, 3) size -> half axis of the sphere or capsule
     box_segment_radius: Tensor  # (Q, 3) size -> radius
+    # Hull-hull and hull-box pairs (4 manifold slots each), hull-sphere/capsule pairs (3 slots
+    # each): `physics.contact_hull`. Each pair names its bodies' polyhedra (`physics.polyhedron`,
+    # a box the cube of its corners), G of them, in size units, padded to the largest
+    # (`physics.collision_pairs._padded_shapes`).
+    hull_contact_a: list[int]
+    hull_contact_b: list[int]
+    hull_contact_shape_a: list[int]  # (H,) polyhedron of body a
+    hull_contact_shape_b: list[int]
+    hull_segment_hull: list[int]
+    hull_segment_other: list[int]  # the sphere or capsule
+    hull_segment_shape: list[int]  # (Q,) polyhedron of the hull
+    hull_segment_map: Tensor  # (Q, 3, 3) size -> half axis of the sphere or capsule
+    hull_segment_radius: Tensor  # (Q, 3) size -> radius
+    hull_faces: list  # (G, F, M) corner indices of each face's loop
+    hull_face_valid: list  # (G, F) bool
+    hull_edges: list  # (G, E, 4) corner i, corner j, the faces of i -> j and of j -> i
+    hull_edge_valid: list  # (G, E) bool
+    hull_counts: list  # (G, 3) corners, faces, edges of each polyhedron before padding
+    hull_points: Tensor  # (G, K, 3) corners in size units
+    hull_normals: Tensor  # (G, F, 3) unit outward face normals in size units
     # Set by `build_world` (`physics.structure.index_structure`) once the fields above are.
     structure: Structure | None = dataclasses.field(default=None, repr=False)
     coordinates: str = "maximal"  # or "reduced" (what "auto" chose): see `WorldSpec`

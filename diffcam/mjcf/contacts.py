@@ -40,8 +40,8 @@ def set_collide_flags(ctx: ConversionContext) -> None:
         )
     if any(p.body["shape"] == "mesh" for p in flagged):
         ctx.note(
-            "meshes collide by their convex hulls, as in MuJoCo: exactly with planes, and as "
-            "the box bounding the hull with other shapes"
+            "meshes collide by their convex hulls, as in MuJoCo: exactly with planes, boxes, "
+            "spheres, capsules and other meshes, and as the box bounding the hull with cylinders"
         )
 
 

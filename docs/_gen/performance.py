@@ -37,6 +37,11 @@ TITLES = {
         "Contact scenes and the broadphase (`bench_broadphase.py`)",
         "Eager, float32, no grad, one thread, ms per step (lower is better).",
     ),
+    "hull": (
+        "A convex hull against a box (`bench_hull.py`)",
+        "A hull thrown tumbling onto a box: exact contacts against the commit before them (the "
+        "box that bounds the hull). Eager, float32, no grad, one thread, ms per step.",
+    ),
     "render": (
         "The renderer (`bench_render.py`)",
         "B = 64 images of 288 × 96, 5 textured primitives, 256² textures, gradients to "

@@ -69,6 +69,8 @@ def articulated_tree(world: World) -> Tree:
             *zip(world.segment_contact_a, world.segment_contact_b, strict=True),
             *zip(world.box_contact_a, world.box_contact_b, strict=True),
             *zip(world.box_segment_box, world.box_segment_other, strict=True),
+            *zip(world.hull_contact_a, world.hull_contact_b, strict=True),
+            *zip(world.hull_segment_hull, world.hull_segment_other, strict=True),
         )
     ]
     if pairs:
