@@ -170,7 +170,7 @@ def _candidates(local: Tensor, half: Tensor) -> tuple[Tensor, Tensor]:
     return points, torch.cat([inside, crossing.flatten(-3), covered], -1)
 
 
-def _reduce(points: Tensor, keep: Tensor, area_sign: Tensor) -> tuple[Tensor, Tensor]:
+def reduce_manifold(points: Tensor, keep: Tensor, area_sign: Tensor) -> tuple[Tensor, Tensor]:
     """Up to 4 of the candidate points (..., M, 3) (reference frame: w is the separation) that
     span the manifold: indices (..., 4) and validity (..., 4). ``area_sign`` (...) turns the
     (u, v) cross product into the area along the contact normal."""
@@ -204,7 +204,7 @@ def _face_manifold(pos: Tensor, packed: Tensor, use_b: Tensor, face: Tensor):
     frame, centre, half, local, area_sign = _frames(pos, packed, use_b, face)
     points, keep = _candidates(local, half)
     with torch.no_grad():
-        index, valid = _reduce(points, keep, area_sign)
+        index, valid = reduce_manifold(points, keep, area_sign)
     chosen = gather_rows(points, index)
     # The point on b: the incident point when b is incident, else its projection on b's face.
     on_b = torch.stack([torch.ones_like(use_b), torch.ones_like(use_b), ~use_b], -1)
@@ -215,7 +215,7 @@ def _face_manifold(pos: Tensor, packed: Tensor, use_b: Tensor, face: Tensor):
     return normal, point, chosen[..., 2], valid
 
 
-def _closest_edge_parameters(start: Tensor, delta: Tensor) -> Tensor:
+def closest_edge_parameters(start: Tensor, delta: Tensor) -> Tensor:
     """Parameters (..., 2) in [0, 1] of the closest points of two box edges, start (..., 2, 3)
     + parameter * delta (..., 2, 3) (Ericson, RTCD 5.1.9: the general case of
     `closest_segment_parameters`, since a box's edges have a length; parallel edges take s = 0).
@@ -254,7 +254,7 @@ def _edge_manifold(pos: Tensor, packed: Tensor, edge: Tensor):
     weights = torch.stack([offset, half * mask], -2)  # (..., 2, 2, 3): centre, half edge
     centre_offset, direction = (weights[..., None] * axes[..., None, :, :]).sum(-2).unbind(-2)
     start = pos + centre_offset - direction
-    closest = start + _closest_edge_parameters(start, 2 * direction)[..., None] * 2 * direction
+    closest = start + closest_edge_parameters(start, 2 * direction)[..., None] * 2 * direction
     gap = closest[..., 1, :] - closest[..., 0, :]
     return normal, closest[..., 1, :], (gap * normal).sum(-1)
 

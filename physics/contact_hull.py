@@ -42,7 +42,7 @@ import dataclasses
 
 import torch
 
-from .contact_box import _closest_edge_parameters, _reduce
+from .contact_box import closest_edge_parameters, reduce_manifold
 from .contact_geometry import gather_rows, sign
 from .math3d import safe_norm, safe_normalize, tangent_basis
 
@@ -254,7 +254,7 @@ def _face_manifold(a: Shapes, b: Shapes, use_b: Tensor, face: Tensor):
     incident_normal = (frame @ incident_normal[..., None])[..., 0]
     points, keep = _clip(local, incident_local, incident_normal)
     with torch.no_grad():
-        slots, valid = _reduce(points, keep, torch.ones_like(normal[..., 0]))
+        slots, valid = reduce_manifold(points, keep, torch.ones_like(normal[..., 0]))
     chosen = gather_rows(points, slots)
     # The point on b: the incident point when b is incident, else its projection on b's face.
     on_b = torch.stack([torch.ones_like(use_b), torch.ones_like(use_b), ~use_b], -1)
@@ -277,7 +277,7 @@ def _edge_manifold(a: Shapes, b: Shapes, edge: Tensor):
     length = safe_norm(cross, keepdim=True)
     axis = cross / torch.where(length > 1e-9, length, 1.0)
     normal = sign((axis * (start[..., 0, :] - a.centre)).sum(-1))[..., None] * axis
-    closest = start + _closest_edge_parameters(start, delta)[..., None] * delta
+    closest = start + closest_edge_parameters(start, delta)[..., None] * delta
     gap = closest[..., 1, :] - closest[..., 0, :]
     return normal, closest[..., 1, :], (gap * normal).sum(-1)
 
