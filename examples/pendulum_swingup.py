@@ -425,7 +425,7 @@ def train_recipe(args) -> dict:
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ValueError("--train runs in one process; start it without torchrun")
-    began = time.perf_counter()
+    began, began_cpu = time.perf_counter(), time.process_time()
     device = torch.device(args.device)
     base = dataclasses.replace(swingup.PIXEL_BASE, compile_physics=args.compile_physics)
     phases = quick_recipe(swingup.PIXEL_RECIPE) if args.quick else swingup.PIXEL_RECIPE
@@ -470,7 +470,12 @@ def train_recipe(args) -> dict:
         "loss": last["loss"],
         "train_success_rate": last["success_rate"],
         "hanging_upright_seconds_10s": report["hanging_upright_seconds"],
+        # the balance checks of the last checked phase, the chosen weights' flagged
+        "balance_checks": [c for c in result.checks if c["phase"] == result.checks[-1]["phase"]]
+        if result.checks
+        else [],
         "wall_seconds_this_process": round(time.perf_counter() - began, 1),
+        "cpu_seconds_this_process": round(time.process_time() - began_cpu, 1),
         "training_wall_seconds": round(sum(r["wall_seconds"] for r in result.rows), 1),
         "controller": str(weights),
         "curve": str(args.out / swingup.recipe.CURVE),

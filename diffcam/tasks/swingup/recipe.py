@@ -20,10 +20,14 @@ from torch import nn
 
 from .. import training
 from .episodes import SwingUpConfig, SwingUpEpisodes
+from .evaluation import balance_check
 from .starts import StartRanges, random_starts
 
 CURVE = "curve.jsonl"
 PHASES_DIR = "phases"
+BEST = "best.pt"
+# starts of the balance check a phase with ``check_every`` runs (one rollout each)
+CHECK_STARTS = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +47,16 @@ class Phase:
         softness sigma > 0 in pixels of the rendered (downscaled) frame.
     batch: episodes per iteration.
     seconds: simulated seconds per episode.
-    upright_share: fraction of each batch started within 0.5 rad of upright (`StartRanges`).
+    starts: the start distribution (`StartRanges`); by default every angle, with half of
+        each batch (its last rows) within 0.5 rad of upright.
+    balance_share: the share of each batch scored by the balance loss
+        (`SwingUpConfig.balance_share`): its last rows, the ones ``starts.upright_share``
+        draws near upright when the two are equal.
+    check_every: if > 0, `balance_check` the policy (8 random starts, 40 s each, no
+        gradients: up within 20 s and within 0.2 rad after?) before the phase, every
+        ``check_every`` iterations and at its end, and end the phase with the weights that
+        did best (``phases/<k>-<name>/best.pt``), not the last ones: the balance phase's
+        gradient is noisy, and its iterates swing between a still balance and a lost catch.
     """
 
     name: str
@@ -54,7 +67,9 @@ class Phase:
     edge_softness: float | str = 0.0
     batch: int = 8
     seconds: float = 3.0
-    upright_share: float = 0.5
+    starts: StartRanges = StartRanges(upright_share=0.5)  # noqa: RUF009 (frozen)
+    balance_share: float = 0.0
+    check_every: int = 0
 
     def config(self, base: SwingUpConfig) -> SwingUpConfig:
         """``base`` with this phase's settings."""
@@ -63,11 +78,12 @@ class Phase:
             gradient_decay=self.gradient_decay,
             edge_softness=self.edge_softness,
             seconds=self.seconds,
+            balance_share=self.balance_share,
         )
 
     def ranges(self) -> StartRanges:
-        """The phase's start distribution: every angle, ``upright_share`` near upright."""
-        return StartRanges(upright_share=self.upright_share)
+        """The phase's start distribution, ``starts``."""
+        return self.starts
 
 
 # What every phase of the pixel recipe shares: frames rendered at 144 x 48 (the bundled
@@ -112,11 +128,15 @@ class RecipeResult:
         phase_iteration, iteration (over the run), episodes (over the run), loss, ...
     config: the last phase's `SwingUpConfig` (what the trained policy is run with).
     episodes: training episodes of the run.
+    checks: the balance checks of the phases with ``check_every``, in order: phase,
+        phase_iteration, worst, rms, cart_max (`BalanceCheck`), chosen (the weights the phase
+        ended with).
     """
 
     rows: list[dict]
     config: SwingUpConfig
     episodes: int
+    checks: list[dict] = dataclasses.field(default_factory=list)
 
 
 def train_recipe(
@@ -169,6 +189,7 @@ def train_recipe(
     )
     scenes: dict[int, object] = {}
     rows: list[dict] = []
+    checks: list[dict] = []
     config = phases[0].config(base)
     with tqdm(total=total, initial=done, unit="it", disable=not progress) as bar:
         for k, phase in enumerate(phases):
@@ -180,6 +201,16 @@ def train_recipe(
 
             def sample(generator: torch.Generator, n: int, iteration: int, ranges=ranges):
                 return random_starts(n, generator, ranges)
+
+            after_iteration = None
+            if phase.check_every > 0:
+                if CHECK_STARTS not in scenes:
+                    scenes[CHECK_STARTS] = load_scene(CHECK_STARTS)
+                keeper = _BestKeeper(phase_dir(out, k, phase), phase, policy, config,
+                                     scenes[CHECK_STARTS])  # fmt: skip
+                after_iteration = keeper.after_iteration
+                if training.completed_iterations(keeper.folder) == 0:
+                    keeper.after_iteration(0)  # the weights the phase starts from
 
             phase_rows = training.train(
                 episodes,
@@ -204,7 +235,11 @@ def train_recipe(
                 progress=progress,
                 title=f"phase {k + 1}/{len(phases)} {phase.name}",
                 bar=bar,
+                after_iteration=after_iteration,
             )
+            if phase.check_every > 0:
+                keeper.restore_best()
+                checks += [{"phase": phase.name, **c} for c in keeper.history()]
             iterations_before = len(rows)
             episodes_before = rows[-1]["episodes"] if rows else 0
             for row in phase_rows:
@@ -218,4 +253,49 @@ def train_recipe(
                     }
                 )
             training.atomic_write_text("".join(json.dumps(r) + "\n" for r in rows), out / CURVE)
-    return RecipeResult(rows, config, rows[-1]["episodes"] if rows else 0)
+    return RecipeResult(rows, config, rows[-1]["episodes"] if rows else 0, checks)
+
+
+class _BestKeeper:
+    """A phase's balance checks and the best weights so far, kept in ``folder/best.pt``
+    (written atomically after each check, so a resumed phase knows them).
+
+    The file holds ``policy`` (the best weights), ``iteration`` (theirs), ``checked`` (the
+    last iteration checked) and ``history`` (one dict per check: phase_iteration and the
+    `BalanceCheck` fields).
+    """
+
+    def __init__(self, folder: Path, phase: Phase, policy: nn.Module, config, scene) -> None:
+        self.folder, self.phase, self.policy = Path(folder), phase, policy
+        self.config, self.scene = config, scene
+        path = self.folder / BEST
+        self.saved = (
+            torch.load(path, map_location="cpu", weights_only=True)
+            if path.exists()
+            else {"policy": None, "iteration": -1, "checked": -1, "history": []}
+        )
+
+    def after_iteration(self, iteration: int) -> None:
+        """Check the policy at iteration 0, every ``check_every`` and the last; once each."""
+        due = iteration % self.phase.check_every == 0 or iteration == self.phase.iterations
+        if not due or iteration <= self.saved["checked"]:
+            return
+        check = dataclasses.asdict(balance_check(self.scene, self.policy, self.config))
+        history = [*self.saved["history"], {"phase_iteration": iteration, **check}]
+        best = min(history, key=lambda c: (c["worst"], c["rms"]))
+        if best["phase_iteration"] == iteration:
+            weights = {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
+            self.saved.update(policy=weights, iteration=iteration)
+        self.saved.update(checked=iteration, history=history)
+        training.atomic_save(self.saved, self.folder / BEST)
+
+    def restore_best(self) -> None:
+        """Put the best checked weights in the policy."""
+        self.policy.load_state_dict(self.saved["policy"])
+
+    def history(self) -> list[dict]:
+        """The checks, each with ``chosen`` (True for the weights kept)."""
+        return [
+            {**c, "chosen": c["phase_iteration"] == self.saved["iteration"]}
+            for c in self.saved["history"]
+        ]
