@@ -17,7 +17,9 @@ backpropagated through the physics, the renderer and the network.
 ``--train`` runs every phase of the recipe, `diffcam.tasks.swingup.PIXEL_RECIPE` (a list of
 `Phase`: iterations, batch, learning rates, gradient decay, edge softness; the settings they
 share are `PIXEL_BASE`: frames rendered at 144 x 48, control at 25 Hz, compiled physics), from
-a zero policy, in one process, with a progress bar (phase, loss, ETA). Each phase trains in
+a zero policy, in one process, with a progress bar (phase, loss, ETA); the last phase, on the
+quadratic balance loss from starts near upright, ends with the weights its balance checks
+judged best, and the JSON line lists those checks. Each phase trains in
 DIR/phases/<k>-<name> with atomic checkpoints: killed and started again with the same command,
 it goes on at the phase and iteration it was in. It ends by writing DIR/controller.pt (copy it
 to diffcam/data/weights/pendulum_swingup_pixels.pt to ship it), curve.jsonl (every iteration of
@@ -32,9 +34,9 @@ when there is one (``--no-resume`` refuses to touch an existing run), and ends b
 policy.pt, learning_curve.png and swingup.mp4 there. ``--init`` starts from earlier weights.
 
 ``--quick`` runs the whole path small: training 2 iterations of 2 episodes of 0.5 s (with
-``--train``: one such iteration per phase), eager physics, a checkpoint after each, into a new
-temporary folder (its path is in the JSON line; under torchrun give --out), then the usual
-10 s evaluation video; ``--evaluate --quick`` 2 random starts and the hanging one for 5 s.
+``--train``: one such iteration per phase, no balance checks), eager physics, a checkpoint
+after each, into a new temporary folder (its path is in the JSON line; under torchrun give
+--out), then the usual 10 s evaluation video; ``--evaluate --quick`` 2 random starts and the hanging one for 5 s.
 Options given explicitly override these. Neither trains nor judges a controller.
 
 ``--evaluate`` prints a JSON line with success_rate, starts, upright_seconds_min and
@@ -415,8 +417,11 @@ def train(args) -> dict | None:
 
 
 def quick_recipe(phases) -> tuple:
-    """``phases`` shrunk to a smoke run: one iteration of 2 episodes of 0.5 s each."""
-    return tuple(dataclasses.replace(p, iterations=1, batch=2, seconds=0.5) for p in phases)
+    """``phases`` shrunk to a smoke run: one iteration of 2 episodes of 0.5 s each, and no
+    balance checks (each rolls 16 starts out for 40 s)."""
+    return tuple(
+        dataclasses.replace(p, iterations=1, batch=2, seconds=0.5, check_every=0) for p in phases
+    )
 
 
 def train_recipe(args) -> dict:

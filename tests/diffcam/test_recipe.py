@@ -45,6 +45,9 @@ def test_the_pixel_recipe_is_a_typed_list_of_phases():
     assert decays == sorted(decays) and decays[0] < decays[-1]  # short horizon first
     assert recipe[0].edge_softness in (0.0, "antialias")  # not soft: cheaper
     assert isinstance(recipe[-1].edge_softness, float) and recipe[-1].edge_softness > 0.0
+    # the last phase: starts near upright scored by the balance loss, its best weights kept
+    last = recipe[-1]
+    assert last.balance_share == last.starts.upright_share == 1.0 and last.check_every > 0
     base = swingup.PIXEL_BASE
     assert base.observation == "pixels" and base.render_downscale == 2
     config = recipe[-1].config(base)
