@@ -144,7 +144,7 @@ def test_pendulum_swingup_quick_training(tmp_path, kind):
     assert video_frames(Path(report["video"])) > 200  # 10 s from the hanging start at 25 fps
 
 
-@pytest.mark.parametrize("kind, episodes", [("pixels", 2400), ("state", 4640)])
+@pytest.mark.parametrize("kind, episodes", [("pixels", 3280), ("state", 4640)])
 def test_pendulum_swingup_quick_evaluation(tmp_path, kind, episodes):
     report, _ = run_example(
         "pendulum_swingup", f"--{kind}", "--evaluate", "--quick", "--out", str(tmp_path)
