@@ -275,6 +275,7 @@ def train(
     title: str = "",
     before_iteration: Callable[[int], None] | None = None,
     bar: tqdm | None = None,
+    after_iteration: Callable[[int], None] | None = None,
 ) -> list[dict]:
     """Train ``model`` and return the metrics of every iteration (all of them, on resume).
 
@@ -299,6 +300,11 @@ def train(
         bar: a tqdm bar of the caller's (e.g. one over several runs, its ``initial`` counting
             the iterations already done) to advance instead of a bar of this run's own; its
             description is set to ``title``, its postfix to the metrics; it is not closed.
+        after_iteration: called with each iteration's number after its step, its log row and
+            its checkpoint (if one was due), e.g. to judge the model as it is then. A resumed
+            run calls it first with the iteration it resumed from (the model holds that
+            checkpoint's weights), so a call the killed run missed can be made up: it must
+            do nothing when called twice with the same number.
 
     Returns:
         list of per-iteration dicts: iteration, episodes (samples so far), loss, the model's
@@ -363,6 +369,8 @@ def train(
         )
     else:
         bar.set_description(title or "train")
+    if after_iteration is not None and start > 0:
+        after_iteration(start)
     for iteration in range(start + 1, config.iterations + 1):
         began = time.perf_counter()
         if before_iteration is not None:
@@ -399,6 +407,8 @@ def train(
             log.append(rows[-1])
             if iteration % config.save_every == 0 or iteration == config.iterations:
                 save(iteration)
+        if after_iteration is not None:
+            after_iteration(iteration)
         bar.set_postfix({k: "nan" if v is None else f"{v:.3g}" for k, v in values.items()})
         bar.update(1)
     if own_bar:

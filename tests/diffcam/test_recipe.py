@@ -45,6 +45,9 @@ def test_the_pixel_recipe_is_a_typed_list_of_phases():
     assert decays == sorted(decays) and decays[0] < decays[-1]  # short horizon first
     assert recipe[0].edge_softness in (0.0, "antialias")  # not soft: cheaper
     assert isinstance(recipe[-1].edge_softness, float) and recipe[-1].edge_softness > 0.0
+    # the last phase: starts near upright scored by the balance loss, its best weights kept
+    last = recipe[-1]
+    assert last.balance_share == last.starts.upright_share == 1.0 and last.check_every > 0
     base = swingup.PIXEL_BASE
     assert base.observation == "pixels" and base.render_downscale == 2
     config = recipe[-1].config(base)
@@ -130,6 +133,69 @@ def test_a_resumed_recipe_refuses_other_phase_settings(scene_path, tmp_path):
             base=TINY,
             progress=False,
         )
+
+
+def test_a_checked_phase_ends_with_its_best_checked_weights_and_resumes_its_checks(
+    scene_path, tmp_path
+):
+    phases = (
+        PHASES[0],
+        swingup.Phase(
+            "balance", 3, 0.05, 0.05, 0.98, edge_softness=1.0, batch=2, seconds=0.04,
+            starts=swingup.StartRanges(upright_share=0.5, upright_theta=0.3),
+            balance_share=0.5, check_every=2,
+        ),
+    )  # fmt: skip
+    assert phases[1].config(TINY).balance_share == 0.5
+    assert phases[1].ranges().upright_share == 0.5
+    checked = []
+
+    def fake_check(scene, policy, config, **options):
+        # a stand-in judged by the weights: the smaller the output bias, the stiller
+        checked.append(config.balance_share)
+        lean = float(policy.output.bias.detach().abs().sum())
+        return swingup.BalanceCheck(worst=lean, rms=lean / 2, cart_max=0.0)
+
+    def run(out, calls=None):
+        torch.manual_seed(0)
+        policy = swingup.make_policy(TINY, 30.0)
+        count = [0]
+        forward = swingup.SwingUpEpisodes.forward
+
+        def counted(self, starts):
+            count[0] += 1
+            if calls is not None and count[0] > calls:
+                raise KeyboardInterrupt
+            return forward(self, starts)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(swingup.SwingUpEpisodes, "forward", counted)
+            patch.setattr(swingup.recipe, "balance_check", fake_check)
+            result = swingup.train_recipe(
+                lambda batch: diffcam.load_scene(scene_path, batch_size=batch),
+                policy, phases, out, base=TINY, save_every=1, progress=False,
+            )  # fmt: skip
+        return policy, result
+
+    policy, result = run(tmp_path / "straight")
+    checks = result.checks
+    assert [c["phase_iteration"] for c in checks] == [0, 2, 3]  # before, every 2, the end
+    assert all(c["phase"] == "balance" for c in checks) and set(checked) == {0.5}
+    best = min(checks, key=lambda c: c["worst"])
+    assert [c["chosen"] for c in checks] == [c is best for c in checks]
+    assert float(policy.output.bias.detach().abs().sum()) == pytest.approx(best["worst"])
+
+    checked.clear()
+    out = tmp_path / "interrupted"
+    with pytest.raises(KeyboardInterrupt):  # killed in the balance phase's third iteration
+        run(out, calls=4)
+    assert checked == [0.5, 0.5]  # at 0 and 2
+    checked.clear()
+    resumed, resumed_result = run(out)
+    assert len(checked) == 1  # the end's: none twice
+    assert resumed_result.checks == checks
+    for a, b in zip(policy.state_dict().values(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
 
 
 def test_frames_are_rendered_through_the_downscaled_camera(scene_path):

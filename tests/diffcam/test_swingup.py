@@ -110,6 +110,31 @@ def test_step_cost_by_hand():
         swingup.step_cost(state, g, 0.1, target="centre")
 
 
+def test_balance_cost_by_hand():
+    scene = diffcam.load_scene(SCENE, batch_size=4, dtype=torch.float64)
+    g = swingup.CartPole.from_scene(scene)
+    theta = torch.tensor([math.pi, math.pi - 0.2, 0.0, math.pi], dtype=torch.float64)
+    x = torch.tensor([0.0, 0.0, 0.0, 0.3], dtype=torch.float64)
+    x_dot = torch.tensor([0.0, 0.0, 0.0, 1.5], dtype=torch.float64)
+    theta_dot = torch.tensor([0.0, 0.0, 0.0, 2.0], dtype=torch.float64)
+    state = swingup.initial_states(scene, x, theta, x_dot, theta_dot, g)
+    w = swingup.BalanceWeights(angle=1.0, angular_velocity=0.1, position=0.5, velocity=0.2)
+    # Upright at rest on the centre: 0; leaning 0.2 rad: 2 (1 - cos 0.2); hanging: 4; upright,
+    # off centre and moving: the three other terms.
+    expected = [0.0, 2 * (1 - math.cos(0.2)), 4.0, 0.1 * 2.0**2 + 0.5 * 0.3**2 + 0.2 * 1.5**2]
+    cost = swingup.balance_cost(state, g, w)
+    torch.testing.assert_close(cost, torch.tensor(expected, dtype=torch.float64))
+    trajectory = physics.State.stack([state, state])
+    torch.testing.assert_close(swingup.balance_loss(trajectory, g, w), cost.mean())
+    # Its gradient vanishes at the balanced state (the paper's distance keeps one of norm 1).
+    lean = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    one = diffcam.load_scene(SCENE, batch_size=1, dtype=torch.float64)
+    zero = torch.zeros(1, dtype=torch.float64)
+    upright = swingup.initial_states(one, zero, math.pi + lean, zero, zero, g)
+    (grad,) = torch.autograd.grad(swingup.balance_cost(upright, g).sum(), lean)
+    assert abs(float(grad)) < 1e-12
+
+
 def test_loss_has_finite_gradient_exactly_upright():
     scene = diffcam.load_scene(SCENE, batch_size=1, dtype=torch.float64)
     g = swingup.CartPole.from_scene(scene)
@@ -260,6 +285,41 @@ def test_evaluate_reports_the_metrics_and_writes_a_video(tiny_scene_path, tmp_pa
     assert 0.0 <= report["success_rate"] <= 1.0
     json.dumps(report, allow_nan=False)
     assert video.stat().st_size > 0
+
+
+def test_balance_share_scores_the_last_episodes_by_the_balance_loss_and_the_check_measures(
+    tiny_scene_path,
+):
+    config = swingup.SwingUpConfig(
+        observation="state", seconds=0.1, control_every=2, hidden=8, balance_share=0.5
+    )
+    scene = diffcam.load_scene(tiny_scene_path, batch_size=4)
+    torch.manual_seed(0)
+    policy = swingup.make_policy(config, 30.0)
+    torch.nn.init.normal_(policy.output.weight, std=0.1)
+    episodes = swingup.SwingUpEpisodes(scene, policy, config)
+    starts = swingup.random_starts(4, torch.Generator().manual_seed(0), swingup.StartRanges())
+    loss, _ = episodes(starts)
+    trajectory = episodes.rollout(
+        swingup.states_from_starts(scene, starts), config.steps(0.01)
+    ).trajectory
+    g = episodes.cartpole
+    # two episodes by the paper's loss, two by the balance loss: one mean over both
+    expected = (
+        swingup.swingup_loss(trajectory[:, :2], g) + swingup.balance_loss(trajectory[:, 2:], g)
+    ) / 2
+    torch.testing.assert_close(loss, expected)
+    loss.backward()
+    assert policy.output.weight.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="balance_share"):
+        swingup.SwingUpConfig(balance_share=1.5)
+    # The zero policy from near upright: the pole falls, and the check says so.
+    policy = swingup.make_policy(config, 30.0)
+    check = swingup.balance_check(scene, policy, config, seconds=1.0, settle=0.5)
+    assert isinstance(check, swingup.BalanceCheck)
+    assert 0.3 < check.worst <= math.pi and 0.0 < check.rms <= check.worst
+    assert check.cart_max >= 0.0
+    assert policy.training  # left as it was
 
 
 def test_policy_weights_round_trip_and_a_missing_file_says_how_to_make_it(tmp_path):

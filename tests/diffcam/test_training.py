@@ -118,6 +118,26 @@ def test_before_iteration_sees_each_iteration_once_and_resume_continues_the_sche
     assert seen == [3]
 
 
+def test_after_iteration_follows_each_iteration_and_a_resume_makes_up_the_last(
+    tmp_path, scene_path
+):
+    seen = []
+    config = training.TrainConfig(iterations=3, batch_size=2, save_every=2)
+    model = tiny_episodes(scene_path, 2, "state")
+    with pytest.raises(Interrupt):  # killed in iteration 3, after the checkpoint at 2
+        training.train(
+            stop_after(model, 2), sample, config, tmp_path, progress=False,
+            after_iteration=seen.append,
+        )  # fmt: skip
+    assert seen == [1, 2]
+    seen.clear()
+    training.train(
+        tiny_episodes(scene_path, 2, "state"), sample, config, tmp_path, progress=False,
+        after_iteration=seen.append,
+    )  # fmt: skip
+    assert seen == [2, 3]  # first the iteration it resumed from (checkpoint 2)
+
+
 def test_resume_refuses_other_settings_and_never_overwrites(tmp_path, scene_path):
     run(scene_path, tmp_path / "out", 2, model=tiny_episodes(scene_path, 2, "state"))
     with pytest.raises(ValueError, match=r"train.learning_rate: 0.05 -> 0.1"):

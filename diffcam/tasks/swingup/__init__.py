@@ -7,11 +7,13 @@ Pieces, each usable on its own:
 - `initial_states`, `random_starts`: batched starts from (x, theta, x_dot, theta_dot).
   theta is the pole's angle about the hinge axis (+y): 0 hanging down, pi upright.
 - `state_features`, `upright_error`, `step_cost`, `swingup_loss`: what the state-based baseline
-  sees, how far the pole is from upright, and the paper's loss.
+  sees, how far the pole is from upright, and the paper's loss; `BalanceWeights`,
+  `balance_cost`, `balance_loss`: the quadratic loss of the recipe's balance phase.
 - `upright_stretches`: evaluation metrics from per-step upright errors.
 - `SwingUpConfig`, `make_policy`, `SwingUpEpisodes`: one batch of episodes as an ``nn.Module``
   (starts -> loss), so that ``DistributedDataParallel`` can wrap it.
-- `evaluate`: long no-grad rollouts from the hanging start and random starts, plus a video.
+- `evaluate`: long no-grad rollouts from the hanging start and random starts, plus a video;
+  `balance_check`: a cheap look of the same kind (`BalanceCheck`), to pick a run's best weights.
 - `save_policy`, `load_policy`: the weights file the example ships.
 - `Phase`, `PIXEL_RECIPE`, `PIXEL_BASE`, `train_recipe`: the pixel controller's training
   recipe as a list of phases, and the runner that trains it in one go (resumable).
@@ -20,6 +22,9 @@ Pieces, each usable on its own:
 from .cartpole import CartPole
 from .cost import (
     STATE_FEATURES,
+    BalanceWeights,
+    balance_cost,
+    balance_loss,
     state_features,
     step_cost,
     swingup_loss,
@@ -27,7 +32,7 @@ from .cost import (
     upright_stretches,
 )
 from .episodes import SwingUpConfig, SwingUpEpisodes, make_policy, motor_limit
-from .evaluation import evaluate
+from .evaluation import BalanceCheck, balance_check, evaluate
 from .recipe import PIXEL_BASE, PIXEL_RECIPE, Phase, RecipeResult, train_recipe
 from .starts import (
     StartRanges,
@@ -43,12 +48,17 @@ __all__ = [
     "PIXEL_BASE",
     "PIXEL_RECIPE",
     "STATE_FEATURES",
+    "BalanceCheck",
+    "BalanceWeights",
     "CartPole",
     "Phase",
     "RecipeResult",
     "StartRanges",
     "SwingUpConfig",
     "SwingUpEpisodes",
+    "balance_check",
+    "balance_cost",
+    "balance_loss",
     "evaluate",
     "curriculum_ranges",
     "initial_states",

@@ -15,7 +15,9 @@ from .cartpole import CartPole, as_floats
 from .cost import (
     FEATURE_SCALE,
     STATE_FEATURES,
+    balance_cost,
     state_features,
+    step_cost,
     swingup_loss,
     upright_error,
     upright_stretches,
@@ -47,6 +49,14 @@ class SwingUpConfig:
         edges (`diffcam.render`), each edge pixel covered in proportion.
     speed_weight: weight of the tip-speed penalty (s^2/m).
     target: the loss's target for the tip, "fixed" or "cart" (see `step_cost`).
+    balance_share: the last round(balance_share * B) episodes of a batch of B are scored by
+        the quadratic `balance_loss` (angle, angular velocity, cart position and velocity,
+        the default `BalanceWeights`), the others by the paper's `swingup_loss` (0, the
+        default: every episode). The recipe's balance phase draws those last rows near
+        upright (`StartRanges.upright_share`, the same share): the balance loss settles the
+        pole where the paper's loss left a limit cycle, and the paper's loss on the other
+        starts keeps the swing-up and the catch, which a phase of the balance loss alone
+        unlearned (docs/tutorials/swingup.md).
     upright_threshold: rad; within it of upright counts as upright in the metrics.
     width, hidden: `PixelPolicy` channels and hidden units (hidden: also the `StatePolicy`).
     render_downscale: the policy's frames are rendered through the camera at 1 / this of
@@ -77,6 +87,7 @@ class SwingUpConfig:
     edge_softness: float | str = 0.0
     speed_weight: float = 0.01
     target: str = "fixed"
+    balance_share: float = 0.0
     upright_threshold: float = 0.2
     width: int = 16
     hidden: int = 64
@@ -96,6 +107,8 @@ class SwingUpConfig:
             raise ValueError("SwingUpConfig.render_downscale must be at least 1")
         if self.target not in ("fixed", "cart"):
             raise ValueError(f"SwingUpConfig.target is {self.target!r}; use 'fixed' or 'cart'")
+        if not 0.0 <= self.balance_share <= 1.0:
+            raise ValueError(f"SwingUpConfig.balance_share is {self.balance_share}; use 0 to 1")
 
     def steps(self, timestep: float, seconds: float | None = None) -> int:
         """Physics steps for ``seconds`` (default: an episode), rounded to whole control steps."""
@@ -213,14 +226,25 @@ class SwingUpEpisodes(nn.Module):
             starts: (B, 4) (x, theta, x_dot, theta_dot) in m, rad, m/s, rad/s.
 
         Returns:
-            loss: scalar, `swingup_loss` of the batch.
+            loss: scalar, the per-step cost averaged over every step and episode: `step_cost`
+                (the paper's) for the first episodes, `balance_cost` for the last
+                round(balance_share * B).
             metrics: detached scalars ``success_rate`` (fraction upright at the end) and
                 ``upright_fraction`` (fraction of states upright), from the true state.
         """
         state = states_from_starts(self.scene, starts, self.cartpole)
         result = self.rollout(state, self.config.steps(self.cartpole.timestep))
         c = self.config
-        loss = swingup_loss(result.trajectory, self.cartpole, c.speed_weight, c.target)
+        balance = round(c.balance_share * starts.shape[0])
+        if balance == 0:
+            loss = swingup_loss(result.trajectory, self.cartpole, c.speed_weight, c.target)
+        else:
+            # (T, B) per-step costs, each episode by its own loss, then one mean (the episodes
+            # weigh alike, as in either loss alone)
+            later = result.trajectory[1:]
+            paper = step_cost(later[:, :-balance], self.cartpole, c.speed_weight, c.target)
+            settle = balance_cost(later[:, -balance:], self.cartpole)
+            loss = torch.cat([paper, settle], 1).mean()
         with torch.no_grad():
             error = upright_error(result.trajectory, self.cartpole)
             stats = upright_stretches(error, self.cartpole.timestep, self.config.upright_threshold)

@@ -1,4 +1,5 @@
-"""`evaluate`: long no-grad rollouts from the hanging start and random starts, plus a video."""
+"""`evaluate`: long no-grad rollouts from the hanging start and random starts, plus a video;
+`balance_check`: a cheaper, shorter look of the same kind, to pick a run's best weights."""
 
 from __future__ import annotations
 
@@ -14,6 +15,73 @@ import physics
 from .cost import upright_error, upright_stretches
 from .episodes import SwingUpConfig, SwingUpEpisodes
 from .starts import StartRanges, random_starts, states_from_starts
+
+
+@dataclasses.dataclass(frozen=True)
+class BalanceCheck:
+    """What `balance_check` measured (angles in rad, positions in m).
+
+    worst: the largest angle from upright over every start after the settling time: below
+        the evaluation's 0.2 rad, every start was up by then and stayed within it; about pi,
+        some start was not up (or fell).
+    rms: root mean square of the angle over the same states.
+    cart_max: the largest |x| of the cart over the same states.
+    """
+
+    worst: float
+    rms: float
+    cart_max: float
+
+
+def balance_check(
+    scene,
+    policy: nn.Module,
+    config: SwingUpConfig,
+    seconds: float = 40.0,
+    settle: float = 20.0,
+    seed: int = 7,
+    ranges: StartRanges = StartRanges(),  # noqa: B008 (frozen)
+) -> BalanceCheck:
+    """Roll the policy out from one random start per batch element of ``scene`` (by default
+    the evaluation's distribution: every angle) and measure how far the pole leans after
+    ``settle`` seconds: a cheap stand-in for `evaluate` (8 starts of 40 s against 21 of 90 s)
+    that needs both the swing-up (by ``settle``) and a still balance (within 0.2 rad after it),
+    to compare a training run's weights. No gradients; eager physics.
+
+    Args:
+        scene: the pendulum-cart `diffcam.Scene`; its batch size B is the number of starts.
+        policy: the controller (its training mode is left as it was).
+        config: its `SwingUpConfig`.
+        seconds: simulated time per rollout (s).
+        settle: seconds left out at the beginning: the time it has to swing up.
+        seed: seeds the starts (`random_starts` within ``ranges``): the same starts each
+            call, not the evaluation's (seed 2019).
+        ranges: the starts' distribution.
+
+    Returns:
+        `BalanceCheck`.
+    """
+    config = dataclasses.replace(config, compile_physics=False)
+    episodes = SwingUpEpisodes(scene, policy, config)
+    g = episodes.cartpole
+    parameter = next(policy.parameters())
+    batch = scene.initial_state().position.shape[0]
+    starts = random_starts(batch, torch.Generator().manual_seed(seed), ranges, parameter.dtype)
+    state = states_from_starts(scene, starts.to(parameter.device), g)
+    was_training = policy.training
+    policy.eval()
+    try:
+        with torch.no_grad():
+            trajectory = episodes.rollout(state, config.steps(g.timestep, seconds)).trajectory
+    finally:
+        policy.train(was_training)
+    later = trajectory[round(settle / g.timestep) :]
+    error = upright_error(later, g)
+    return BalanceCheck(
+        worst=float(error.max()),
+        rms=float(error.square().mean().sqrt()),
+        cart_max=float(later.position[..., g.cart, 0].abs().max()),
+    )
 
 
 def evaluate(
