@@ -34,12 +34,19 @@ def _warp():
     """The initialised warp module and the kernel module, or None without warp-lang."""
     if importlib.util.find_spec("warp") is None:
         return None
-    import warp as wp
+    try:
+        import warp as wp
 
-    wp.config.log_level = wp.LOG_WARNING  # no greeting, no line per kernel load
-    with _native_stderr_silenced():  # its native "no CUDA driver" notice on CPU machines
-        wp.init()
-    from . import warp_kernel
+        wp.config.log_level = wp.LOG_WARNING  # no greeting, no line per kernel load
+        with _native_stderr_silenced():  # its native "no CUDA driver" notice on CPU machines
+            wp.init()
+        from . import warp_kernel
+    except Exception as error:  # noqa: BLE001 - an unusable Warp leaves the torch BVH
+        log.warning(
+            "mesh rays: warp-lang is installed but could not be used (%s: %s); rays are cast "
+            "through the torch BVH", type(error).__name__, error,
+        )  # fmt: skip
+        return None
 
     log.info(
         "mesh rays: NVIDIA Warp %s casts the renderer's rays (float32 renders)", wp.__version__
