@@ -58,10 +58,11 @@ def test_the_pixel_recipe_is_a_typed_list_of_phases():
     assert config.render_downscale == base.render_downscale  # the rest is the base's
 
 
-def run_recipe(scene_path, out, calls=None):
-    """Train a fresh tiny policy through PHASES into ``out``; with ``calls``, interrupted (a
-    KeyboardInterrupt, as Ctrl-C) at episode batch number ``calls + 1``. Returns the policy,
-    the result and the number of batches run."""
+def run_recipe(scene_path, out, calls=None, phases=PHASES, balance_check=None):
+    """Train a fresh tiny policy through ``phases`` into ``out``; with ``calls``, interrupted (a
+    KeyboardInterrupt, as Ctrl-C) at episode batch number ``calls + 1``; ``balance_check`` in
+    place of `swingup.balance_check` when given. Returns the policy, the result and the number
+    of batches run."""
     torch.manual_seed(0)
     policy = swingup.make_policy(TINY, 30.0)
     count = [0]
@@ -75,10 +76,12 @@ def run_recipe(scene_path, out, calls=None):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(swingup.SwingUpEpisodes, "forward", counted)
+        if balance_check is not None:
+            patch.setattr(swingup.recipe, "balance_check", balance_check)
         result = swingup.train_recipe(
             lambda batch: diffcam.load_scene(scene_path, batch_size=batch),
             policy,
-            PHASES,
+            phases,
             out,
             base=TINY,
             save_every=1,
@@ -157,24 +160,7 @@ def test_a_checked_phase_ends_with_its_best_checked_weights_and_resumes_its_chec
         return swingup.BalanceCheck(worst=lean, rms=lean / 2, cart_max=0.0)
 
     def run(out, calls=None):
-        torch.manual_seed(0)
-        policy = swingup.make_policy(TINY, 30.0)
-        count = [0]
-        forward = swingup.SwingUpEpisodes.forward
-
-        def counted(self, starts):
-            count[0] += 1
-            if calls is not None and count[0] > calls:
-                raise KeyboardInterrupt
-            return forward(self, starts)
-
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(swingup.SwingUpEpisodes, "forward", counted)
-            patch.setattr(swingup.recipe, "balance_check", fake_check)
-            result = swingup.train_recipe(
-                lambda batch: diffcam.load_scene(scene_path, batch_size=batch),
-                policy, phases, out, base=TINY, save_every=1, progress=False,
-            )  # fmt: skip
+        policy, result, _ = run_recipe(scene_path, out, calls, phases, fake_check)
         return policy, result
 
     policy, result = run(tmp_path / "straight")
