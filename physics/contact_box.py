@@ -280,8 +280,18 @@ def box_box(pos_a: Tensor, rot_a: Tensor, half_a: Tensor, pos_b: Tensor, rot_b: 
         use_b, face, use_edge, edge = _pick_axis(pos, axes, half)
     packed = torch.cat([axes, half[..., None]], -1)
     normal, point, distance, valid = _face_manifold(pos, packed, use_b, face)
-    edge_normal, edge_point, edge_distance = _edge_manifold(pos, packed, edge)
-    slot = torch.arange(4, device=pos.device)
+    edges = _edge_manifold(pos, packed, edge)
+    return choose_manifold(use_edge, (normal, point, distance, valid), edges)
+
+
+def choose_manifold(use_edge: Tensor, face: tuple, edge: tuple) -> tuple:
+    """Per pair, the edge-edge contact (one point, in slot 0) where ``use_edge`` (...) bool,
+    else the face manifold. ``face``: normal (..., 3), point (..., 4, 3), distance (..., 4),
+    valid (..., 4); ``edge``: normal (..., 3), point (..., 3), distance (...). Returns the
+    face manifold's four tensors."""
+    normal, point, distance, valid = face
+    edge_normal, edge_point, edge_distance = edge
+    slot = torch.arange(4, device=normal.device)
     normal = torch.where(use_edge[..., None], edge_normal, normal)
     point = torch.where(use_edge[..., None, None], edge_point[..., None, :], point)
     distance = torch.where(use_edge[..., None], edge_distance[..., None], distance)

@@ -42,7 +42,7 @@ import dataclasses
 
 import torch
 
-from .contact_box import closest_edge_parameters, reduce_manifold
+from .contact_box import choose_manifold, closest_edge_parameters, reduce_manifold
 from .contact_geometry import gather_rows, sign
 from .math3d import safe_norm, safe_normalize, tangent_basis
 
@@ -293,14 +293,8 @@ def hull_hull(a: Shapes, b: Shapes) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """
     with torch.no_grad():
         use_b, face, use_edge, edge = _pick_axis(_detached(a), _detached(b))
-    normal, point, distance, valid = _face_manifold(a, b, use_b, face)
-    edge_normal, edge_point, edge_distance = _edge_manifold(a, b, edge)
-    slot = torch.arange(4, device=normal.device)
-    normal = torch.where(use_edge[..., None], edge_normal, normal)
-    point = torch.where(use_edge[..., None, None], edge_point[..., None, :], point)
-    distance = torch.where(use_edge[..., None], edge_distance[..., None], distance)
-    valid = torch.where(use_edge[..., None], slot == 0, valid)
-    return normal, point, distance, valid
+    faces = _face_manifold(a, b, use_b, face)
+    return choose_manifold(use_edge, faces, _edge_manifold(a, b, edge))
 
 
 def _closest(hull: Shapes, query: Tensor) -> tuple[Tensor, Tensor, Tensor]:

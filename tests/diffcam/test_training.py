@@ -98,44 +98,32 @@ def test_an_interrupted_run_resumes_bit_for_bit(tmp_path, scene_path):
     assert (interrupted / "learning_curve.png").stat().st_size > 0
 
 
-def test_before_iteration_sees_each_iteration_once_and_resume_continues_the_schedule(
-    tmp_path, scene_path
+@pytest.mark.parametrize(
+    "hook, interrupted, resumed",
+    [
+        # before: each iteration once; the resume continues the schedule
+        ("before_iteration", [1, 2, 3], [3]),
+        # after: each iteration's end; a resume first makes up the one it resumed from
+        ("after_iteration", [1, 2], [2, 3]),
+    ],
+)
+def test_iteration_hooks_see_each_iteration_and_a_resume(
+    tmp_path, scene_path, hook, interrupted, resumed
 ):
     seen = []
     config = training.TrainConfig(iterations=3, batch_size=2, save_every=2)
     model = tiny_episodes(scene_path, 2, "state")
     with pytest.raises(Interrupt):  # killed in iteration 3, after the checkpoint at 2
         training.train(
-            stop_after(model, 2), sample, config, tmp_path, progress=False,
-            before_iteration=seen.append,
-        )  # fmt: skip
-    assert seen == [1, 2, 3]
+            stop_after(model, 2), sample, config, tmp_path, progress=False, **{hook: seen.append}
+        )
+    assert seen == interrupted
     seen.clear()
     training.train(
         tiny_episodes(scene_path, 2, "state"), sample, config, tmp_path, progress=False,
-        before_iteration=seen.append,
+        **{hook: seen.append},
     )  # fmt: skip
-    assert seen == [3]
-
-
-def test_after_iteration_follows_each_iteration_and_a_resume_makes_up_the_last(
-    tmp_path, scene_path
-):
-    seen = []
-    config = training.TrainConfig(iterations=3, batch_size=2, save_every=2)
-    model = tiny_episodes(scene_path, 2, "state")
-    with pytest.raises(Interrupt):  # killed in iteration 3, after the checkpoint at 2
-        training.train(
-            stop_after(model, 2), sample, config, tmp_path, progress=False,
-            after_iteration=seen.append,
-        )  # fmt: skip
-    assert seen == [1, 2]
-    seen.clear()
-    training.train(
-        tiny_episodes(scene_path, 2, "state"), sample, config, tmp_path, progress=False,
-        after_iteration=seen.append,
-    )  # fmt: skip
-    assert seen == [2, 3]  # first the iteration it resumed from (checkpoint 2)
+    assert seen == resumed
 
 
 def test_resume_refuses_other_settings_and_never_overwrites(tmp_path, scene_path):
