@@ -4,7 +4,7 @@ A test that takes ``dtype`` runs once in float32 and once in float64 (a test tha
 dtypes parametrises ``dtype`` itself, which takes precedence); one that takes ``device`` runs
 on the CPU and, where one is available, on CUDA.
 
-Markers (pyproject.toml): ``slow`` for tests of more than about 5 s; ``compile`` for tests that
+Markers (pyproject.toml): ``slow`` for tests of more than about a second; ``compile`` for tests that
 build compiled code (torch.compile graphs, ahead-of-time libraries), which take minutes on a
 cold cache (the physics libraries' cache is keyed by the physics source, so any edit there
 empties it), and so count as slow too: ``-m "not slow"`` is the quick suite,

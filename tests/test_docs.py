@@ -82,6 +82,7 @@ def test_snippets_are_found():
         assert page.read_text(encoding="utf-8").count("```python\n") == len(snippets(page)), page
 
 
+@pytest.mark.slow
 def test_snippets_run(tmp_path):
     """Every unmarked block of every page, in one process (one torch import): about 12 s."""
     blocks = [(n, code) for p in PAGES for n, mark, code in snippets(p) if mark == ""]
@@ -149,6 +150,7 @@ def test_results_files_have_stamped_headers(tmp_path):
     assert run["header"]["note"] == "test" and run["records"] == [{"a": 1}, {"a": 2}]
 
 
+@pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path):
     for module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"):
         pytest.importorskip(module)

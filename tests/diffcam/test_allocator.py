@@ -31,6 +31,7 @@ print(default, took, faults_per_call())
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+@pytest.mark.slow
 def test_keep_freed_memory_stops_page_faults():
     # A subprocess: the setting is process-wide and must not leak into the test session.
     out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, check=True)

@@ -154,6 +154,7 @@ def _small():
 
 
 @pytest.mark.parametrize("softness", [0.0, 0.7])
+@pytest.mark.slow
 def test_gradcheck_color_transform_and_lighting_per_image(softness):
     cam, prims, R, p = _small()
     transform = _mild_transforms(2).requires_grad_()

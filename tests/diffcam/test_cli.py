@@ -82,6 +82,7 @@ def test_bundled_scene_names_from_any_folder(tmp_path, monkeypatch, capsys):
     assert "loaded by its name, 'pendulum_cart'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_console_script_no_traceback(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[world]\ngravity = 3\n")
@@ -122,6 +123,7 @@ def test_non_finite_simulation_is_a_clean_error():
         (["--keys", "joints.pivot.damping", "--out", "x.avi"], "--out must end in .mp4"),
     ],
 )
+@pytest.mark.slow
 def test_fit_bad_input_is_one_line_and_status_2(args, message, capsys):
     """``diffcam fit`` with bad options or a video that does not hold what is asked: one
     ``diffcam: error:`` line that names the problem, exit status 2, no traceback."""
@@ -132,6 +134,7 @@ def test_fit_bad_input_is_one_line_and_status_2(args, message, capsys):
     assert err.startswith("diffcam: error:") and message in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_fit_missing_video_and_camera_looking_away(tmp_path, capsys):
     code = main(["fit", str(DATA / "scenes" / "pendulum.toml"), str(tmp_path / "none.mp4"),
                  "--keys", "joints.pivot.damping", "--quiet"])  # fmt: skip

@@ -155,6 +155,7 @@ def test_default_path_compiles_sooner_when_the_libraries_are_on_disk(
     assert len(compiled) == 1
 
 
+@pytest.mark.slow
 def test_default_path_stays_eager_under_forward_mode_ad(scene_tools, tmp_path, monkeypatch):
     for module in (physics, rollouts):
         monkeypatch.setattr(module, "compiled_step", lambda dtype: pytest.fail("compiled"))

@@ -39,6 +39,7 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 
 # --------------------------------------------------------------------------- import layering
+@pytest.mark.slow
 def test_import_diffcam_does_not_load_gymnasium_or_envs():
     out = _run(
         "import sys, diffcam\n"
@@ -48,6 +49,7 @@ def test_import_diffcam_does_not_load_gymnasium_or_envs():
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_missing_gymnasium_names_the_extra():
     out = _run("import sys\nsys.modules['gymnasium'] = None\nimport diffcam.envs\n")
     assert out.returncode != 0

@@ -72,6 +72,7 @@ def scene_and_frames(tmp_path):
     return path, frames.detach()
 
 
+@pytest.mark.slow
 def test_fit_recovers_hinge_damping(scene_and_frames):
     path, observed = scene_and_frames
     result = fit_scene(
@@ -93,6 +94,7 @@ def test_fit_recovers_hinge_damping(scene_and_frames):
     assert float(((result.frames - observed) ** 2).mean()) < 0.1 * result.history[0]
 
 
+@pytest.mark.slow
 def test_invisible_mass_is_reported_unidentifiable(scene_and_frames):
     path, observed = scene_and_frames
     with pytest.warns(UserWarning, match="bodies.ghost.mass"):
@@ -158,6 +160,7 @@ def test_pyramid_initial_state_and_video_file(scene_and_frames, tmp_path):
     assert result.frames.shape == observed.shape
 
 
+@pytest.mark.slow
 def test_to_overrides_maps_named_values_and_history_is_recorded(scene_and_frames):
     """A fitted value that is not a scene number (damping as a multiple of 0.1) is mapped."""
     path, observed = scene_and_frames
@@ -191,6 +194,7 @@ def test_render_rollout_matches_the_scene(scene_and_frames):
     torch.testing.assert_close(frames, observed)
 
 
+@pytest.mark.slow
 def test_frame_every_compares_every_kth_state(scene_and_frames):
     path, observed = scene_and_frames
     every = 5
@@ -219,6 +223,7 @@ def test_frame_every_compares_every_kth_state(scene_and_frames):
         )
 
 
+@pytest.mark.slow
 def test_levenberg_marquardt_fits_two_parameters_tightly(scene_and_frames):
     """Levenberg-Marquardt recovers damping and gravity within 0.5 % in a few evaluations;
     the unseen mass stays unidentifiable."""

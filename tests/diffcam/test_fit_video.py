@@ -49,6 +49,7 @@ def _scene(**overrides):
     return diffcam.load_scene(SCENE, overrides={**SMALL, **START, **overrides})
 
 
+@pytest.mark.slow
 def test_joint_space_start_is_fitted():
     """The hinge's initial angle and rate (`joints.pivot.position` / `.velocity`) from pixels."""
     frames, times = _observed()
@@ -69,6 +70,7 @@ def test_joint_space_start_is_fitted():
     assert set(result.std) == {"joints.pivot.position", "joints.pivot.velocity"}
 
 
+@pytest.mark.slow
 def test_robust_loss_and_mask_resist_an_occluder():
     """A grey block (someone walking by) over the bob's path in half the frames: the plain
     squared error is pulled off; the Charbonnier loss much less; a mask of the block not at all."""
@@ -119,6 +121,7 @@ def test_every_step_is_bounded(optimizer):
     assert float(moves.max()) > 0  # it did move
 
 
+@pytest.mark.slow
 def test_uncertainty_grows_with_the_noise():
     """The standard deviation of a fitted start scales with the pixel noise."""
     std = []
@@ -256,6 +259,7 @@ def test_times_out_of_order_name_the_entries_the_cause_and_the_fix():
         fit_scene(_scene(), video, keys, runtime=Runtime(progress=False))
 
 
+@pytest.mark.slow
 def test_actions_that_exactly_cover_the_video_are_enough(dtype):
     """(T - 1) * frame_every actions cover frames every frame_every steps, whatever rounding
     the frame times in the scene's dtype have (in float32 the frame at 20 * 0.02 s is at

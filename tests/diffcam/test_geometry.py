@@ -178,6 +178,7 @@ def test_ray_hit_and_two_sided_shading_match_vector_forms(code):
 
 
 @pytest.mark.parametrize("code", [prim.RECT, prim.BOX])
+@pytest.mark.slow
 def test_edge_distance_is_the_references_bit_for_bit_in_float32(code):
     """The fused edge distance (`renderer.edges`) rounds as the reference product does: the
     shipped pixel controller, trained on soft renders, fails a start of its evaluation when

@@ -55,6 +55,7 @@ BALL = {
 BALL_STEPS = 6
 
 
+@pytest.mark.slow
 def test_texture_recovered_on_seen_texels(tmp_path, scene_tools):
     path = _scene(scene_tools, tmp_path, BALL_CAMERA, "checker.png", BALL)
     texture_example = _example("texture_identification")
@@ -113,6 +114,7 @@ WALL = {
 }
 
 
+@pytest.mark.slow
 def test_camera_position_and_field_of_view_recovered(tmp_path, scene_tools):
     g = torch.Generator().manual_seed(1)
     coarse = torch.rand(3, 5, 5, generator=g, dtype=torch.float64)

@@ -212,6 +212,7 @@ def test_opencv_undistort_points(coeffs, margin):
         assert 0.8 < valid.mean() < 0.95  # the corners are beyond the fold
 
 
+@pytest.mark.slow
 def test_undistort_accuracy_phone_lens():
     """With the default iterations every valid pixel is within 1e-6 px (at 1920 x 1440 with
     fx = 1400, i.e. 1e-6 / 1400 normalised) of the exact inverse; |k1| = 0.3 both ways."""
@@ -274,6 +275,7 @@ def test_gradcheck_distortion_points():
     assert torch.autograd.gradcheck(im.undistort_normalized, (xy, shared))
 
 
+@pytest.mark.slow
 def test_gradcheck_distort_image():
     img = smooth_image(1, 2, 6, 7).requires_grad_()
     coeffs = torch.tensor([-0.2, 0.05, 2e-3, -1e-3, 0.01], dtype=F64, requires_grad=True)

@@ -49,6 +49,7 @@ def test_watertight_rays_through_shared_edges_and_vertices(dtype):
 
 
 @pytest.mark.parametrize("leaf_size", [1, 4, 8, 16])
+@pytest.mark.slow
 def test_bvh_equals_brute_force_on_random_rays(dtype, leaf_size):
     trimesh = pytest.importorskip("trimesh")
     tm = trimesh.creation.torus(

@@ -104,6 +104,7 @@ friction = 0.6
 """
 
 
+@pytest.mark.slow
 def test_box_mesh_lands_and_rests_as_the_box_body(tmp_path):
     """Thrown spinning onto a floor: a box mesh (its hull's points the 8 corners) follows the
     box body's trajectory to a tenth of a millimetre; it rests on the floor within a
@@ -132,6 +133,7 @@ angular_velocity = [1.0, 2.0, 0.5]
     assert abs(float(mesh.position[-1, 0, 1, 2]) - 0.05) < 1e-3  # resting on its 0.1 m side
 
 
+@pytest.mark.slow
 def test_torus_rests_on_a_floor_on_its_hull(tmp_path):
     """Dropped tilted 45 degrees: it lands on its rim, falls flat and rests on its hull within
     a millimetre (landing, a few of its hull's points per step, it sinks up to 6 mm for a
@@ -396,6 +398,7 @@ position = [2.0, 0.0, 0.4]
         assert float(error) < 1e-3, (name, float(error))
 
 
+@pytest.mark.slow
 def test_torus_rests_on_a_box_on_its_hull(tmp_path):
     """Dropped tilted 45 degrees onto a box body: the torus's hull meets the box by faces and
     edges (`physics.contact_hull`), not as the box that bounds the hull (which would rest it

@@ -378,6 +378,7 @@ def test_bad_use_is_explained(scene3):
         rs.render_states(None)
 
 
+@pytest.mark.slow
 def test_swingup_training_and_evaluation_with_randomization(tiny_pendulum_cart):
     """The opt-in path of the swing-up task: episodes through `RandomizedEpisodes` give a
     finite loss and policy gradient; `evaluate(randomization=...)` runs and is seeded."""

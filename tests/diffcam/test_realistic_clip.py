@@ -155,6 +155,7 @@ def test_bob_blob_follows_the_truth(clip, truth):
     assert err_start.mean() > 1.5 * err_mid.mean()
 
 
+@pytest.mark.slow
 def test_generator_is_deterministic(tmp_path):
     spec = importlib.util.spec_from_file_location(
         "make_realistic_pendulum", DATA / "make_realistic_pendulum.py"

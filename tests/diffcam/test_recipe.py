@@ -94,6 +94,7 @@ def deterministic(rows):
     return [{k: v for k, v in r.items() if k not in training.WALL_CLOCK_KEYS} for r in rows]
 
 
+@pytest.mark.slow
 def test_an_interrupted_recipe_resumes_at_its_phase_and_iteration(scene_path, tmp_path):
     straight, straight_result, batches = run_recipe(scene_path, tmp_path / "straight")
     assert batches == 6
@@ -138,6 +139,7 @@ def test_a_resumed_recipe_refuses_other_phase_settings(scene_path, tmp_path):
         )
 
 
+@pytest.mark.slow
 def test_a_checked_phase_ends_with_its_best_checked_weights_and_resumes_its_checks(
     scene_path, tmp_path
 ):

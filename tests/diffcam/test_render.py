@@ -213,6 +213,7 @@ def test_gradcheck_intrinsics_and_camera_pose(edges):
 
 
 @pytest.mark.parametrize("edges", [0, "antialias"])
+@pytest.mark.slow
 def test_gradcheck_size(edges):
     """Pixels w.r.t. primitive sizes (per-batch sizes (B, k) too)."""
     cam = front_camera(width=6, height=5, fov=40.0)

@@ -246,6 +246,7 @@ def _mutations(draw):
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(data=_mutations())
+@pytest.mark.slow
 def test_malformed_scenes_give_only_clean_errors(tmp_path, data):
     path = tmp_path / "fuzz.toml"
     path.write_text(_TO_TOML(data), encoding="utf-8")

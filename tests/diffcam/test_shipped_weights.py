@@ -13,6 +13,7 @@ SCENE = SCENES_DIR / "pendulum_cart.toml"
 
 
 @pytest.mark.usefixtures("single_thread")
+@pytest.mark.slow
 def test_the_shipped_state_controller_swings_up_and_holds_the_pole():
     # The hanging start and the first three random starts of `--evaluate`, for 15 s (the
     # full evaluation, 90 s and 21 starts, is the example's --evaluate).

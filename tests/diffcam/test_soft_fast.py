@@ -115,6 +115,7 @@ def test_composite_gradcheck_and_winners():
 
 
 @pytest.mark.parametrize("shaded", [False, True])
+@pytest.mark.slow
 def test_sample_quad_blocks_matches_per_block_sampler(shaded):
     g = torch.Generator().manual_seed(0)
     textures = [

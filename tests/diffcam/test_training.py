@@ -73,6 +73,7 @@ def deterministic(rows):
     return [{k: v for k, v in row.items() if k not in training.WALL_CLOCK_KEYS} for row in rows]
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_resumes_bit_for_bit(tmp_path, scene_path):
     straight, straight_rows = run(scene_path, tmp_path / "straight", 4)
 

@@ -25,6 +25,7 @@ COORDINATES = pytest.mark.parametrize("coordinates", ["maximal", "reduced"])
 
 
 @COORDINATES
+@pytest.mark.slow
 def test_pendulum_matches_ode_solution_over_5_seconds(coordinates):
     world = models.pendulum(theta0=-math.pi / 2, coordinates=coordinates)
     trajectory = physics.rollout(world, physics.initial_state(world), 500)
@@ -36,6 +37,7 @@ def test_pendulum_matches_ode_solution_over_5_seconds(coordinates):
 
 
 @COORDINATES
+@pytest.mark.slow
 def test_pendulum_small_angle_period(coordinates):
     world = models.pendulum(theta0=0.05, coordinates=coordinates)
     trajectory = physics.rollout(world, physics.initial_state(world), 700)
@@ -50,6 +52,7 @@ def test_pendulum_small_angle_period(coordinates):
 
 
 @COORDINATES
+@pytest.mark.slow
 def test_pendulum_energy_drift_under_one_percent_over_10_seconds(coordinates):
     world = models.pendulum(theta0=-math.pi / 2, coordinates=coordinates)
     trajectory = physics.rollout(world, physics.initial_state(world), 1000)
@@ -65,6 +68,7 @@ def test_pendulum_energy_drift_under_one_percent_over_10_seconds(coordinates):
 
 @COORDINATES
 @pytest.mark.parametrize("force", [None, "sine"])
+@pytest.mark.slow
 def test_cart_pole_matches_equations_of_motion(force, coordinates):
     world = models.cart_pole(theta0=0.5, coordinates=coordinates)
     steps = 300
@@ -92,6 +96,7 @@ def test_cart_pole_matches_equations_of_motion(force, coordinates):
 
 
 @COORDINATES
+@pytest.mark.slow
 def test_double_pendulum_matches_ode_solution_over_3_seconds(coordinates):
     world = models.double_pendulum(coordinates=coordinates)
     trajectory = physics.rollout(world, physics.initial_state(world), 300)
@@ -111,6 +116,7 @@ def test_double_pendulum_matches_ode_solution_over_3_seconds(coordinates):
 
 
 @COORDINATES
+@pytest.mark.slow
 def test_double_pendulum_joints_stay_together_over_10_seconds(coordinates):
     world = models.double_pendulum(coordinates=coordinates)
     trajectory = physics.rollout(world, physics.initial_state(world), 1000)
@@ -162,6 +168,7 @@ def test_tumbling_box_keeps_its_angular_momentum_and_follows_euler(spin):
     assert np.abs(angular_velocity - reference_velocity).max() < 0.05 * np.abs(spin).max()
 
 
+@pytest.mark.slow
 def test_ball_bounce_apexes_ratio_restitution_squared():
     e = 0.5
     world = models.ball_on_floor(height=1.0, restitution=e)
@@ -192,6 +199,7 @@ def test_box_sliding_decelerates_at_mu_g_and_stays_stopped():
     assert (after.position[:, 0, 1, 2] - 0.1).abs().max().item() < 1e-3
 
 
+@pytest.mark.slow
 def test_sphere_sphere_and_capsule_contacts_keep_bodies_apart():
     floor = physics.Body("floor", "plane", [5, 5], static=True)
     bodies = [floor]

@@ -79,6 +79,7 @@ def test_reduced_matches_maximal_engine(world_fn, tolerance):
         assert difference.abs().max().item() < tolerance * (10 if field != "position" else 1)
 
 
+@pytest.mark.slow
 def test_joints_hold_to_round_off_over_10_seconds():
     world = models.double_pendulum(coordinates="reduced")
     trajectory = physics.rollout(world, physics.initial_state(world), 1000)
@@ -89,6 +90,7 @@ def test_joints_hold_to_round_off_over_10_seconds():
     assert (rotation @ rotation.transpose(-1, -2) - identity).abs().max() < 1e-12
 
 
+@pytest.mark.slow
 def test_double_pendulum_energy_is_conserved():
     world = models.double_pendulum(coordinates="reduced")
     trajectory = physics.rollout(world, physics.initial_state(world), 1000)
@@ -133,6 +135,7 @@ def test_joint_order_and_static_bodies_do_not_matter():
     assert (b.position[:, :, 0] == shuffled.initial_position[:, 0]).all()  # the post stays
 
 
+@pytest.mark.slow
 def test_cart_at_its_rail_stop_matches_the_maximal_engine():
     """Pushed into its stop for 3 s, the pole swinging on it: the limit holds exactly (the drift
     ends at the limit) and the motion is the maximal engine's (whose soft stop yields 16 um)."""
@@ -150,6 +153,7 @@ def test_cart_at_its_rail_stop_matches_the_maximal_engine():
     assert runs["reduced"][:, 1].abs().max() > 0.5  # the pole swings hard on the stop
 
 
+@pytest.mark.slow
 def test_pendulum_comes_to_rest_on_its_hinge_limit(dtype):
     """Released level, the pendulum falls onto a hinge limit 1.2 rad on (q is zero in the initial
     configuration) and stays there; the lower limit is never reached."""
@@ -194,6 +198,7 @@ def _servo_pendulum(coordinates, target, max_torque, dtype=torch.float64):
         ("velocity", 1.0, 20.0),  # turns at 1 rad/s
     ],
 )
+@pytest.mark.slow
 def test_servos_match_the_maximal_engine(target, action, max_torque):
     runs = {}
     for coordinates in ("maximal", "reduced"):
@@ -221,6 +226,7 @@ def test_force_motor_is_clipped():
         physics.step(world, state, torch.zeros(1, 2, dtype=torch.float64))
 
 
+@pytest.mark.slow
 def test_gradients_reach_every_parameter_it_uses():
     """Each parameter's gradient along a random direction equals the central difference."""
     world = models.cart_pole(theta0=0.4, hinge_damping=0.1, coordinates="reduced")

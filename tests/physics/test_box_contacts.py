@@ -189,6 +189,7 @@ def _assert_bounces_at_restitution(z, e: float, tolerance: float = 0.05):
     assert z.min() > -1e-3
 
 
+@pytest.mark.slow
 def test_sphere_bounces_on_box_with_restitution():
     e = 0.5
     bodies = [
@@ -201,6 +202,7 @@ def test_sphere_bounces_on_box_with_restitution():
     _assert_bounces_at_restitution((trajectory.position[:, 0, 1, 2] - 0.1).numpy(), e)
 
 
+@pytest.mark.slow
 def test_box_dropped_on_sphere_bounces_with_restitution():
     """A box falling flat (turned 17 degrees about the vertical) onto a static sphere: the
     contact is the sphere's top against the box's bottom face."""
@@ -216,6 +218,7 @@ def test_box_dropped_on_sphere_bounces_with_restitution():
     _assert_bounces_at_restitution(bottom, e)  # measured 1.0055 e^2 and 1.0000 e^2
 
 
+@pytest.mark.slow
 def test_capsule_and_cylinder_rest_on_boxes():
     """A capsule lying on a box and a cylinder standing on one (it collides as its box)."""
     bodies = [
@@ -263,6 +266,7 @@ def test_finite_differences_through_a_box_box_contact():
     finite_difference_check(lambda m: final([0.8, 0.3, -1.0], m), torch.tensor(1.3, dtype=F64))
 
 
+@pytest.mark.slow
 def test_batch_equals_single_runs():
     velocities = torch.tensor([[0.8, 0.3, -1.0], [-0.5, 0.0, 0.0], [0.0, 1.0, -2.0]], dtype=F64)
     world = _drop_world(velocities, batch_size=3)

@@ -81,6 +81,7 @@ SCENES = [
 
 
 @pytest.mark.parametrize("path, steps, atol, grad_rtol, fewer", SCENES)
+@pytest.mark.slow
 def test_bundled_scenes_equal_without_broadphase(path, steps, atol, grad_rtol, fewer, monkeypatch):
     """Three worlds with different initial velocities and frictions (float64): trajectories and
     the gradients of a loss with respect to the velocities and frictions."""
@@ -169,6 +170,7 @@ def _thin_plate_world(batch_size=1):
     return physics.build_world(spec, batch_size=batch_size, dtype=F64)
 
 
+@pytest.mark.slow
 def test_fast_bodies_reach_thin_shapes_from_afar(monkeypatch):
     counts = _counted_rows(monkeypatch)
     world = _thin_plate_world()
@@ -211,6 +213,7 @@ def test_fast_bodies_reach_thin_shapes_from_afar(monkeypatch):
     assert counts[0] < counts[half]
 
 
+@pytest.mark.slow
 def test_batch_keeps_a_row_any_world_needs(monkeypatch):
     """Worlds of a batch far apart in what they touch: the cut keeps the union, and each world
     equals the same world run alone."""

@@ -127,6 +127,7 @@ def test_non_finite_state_names_step_and_body(field, value):
         assert_finite(world, broken)
 
 
+@pytest.mark.slow
 def test_checkpointed_rollout_gives_the_same_gradient():
     world = models.cart_pole(theta0=0.4)
     actions = torch.linspace(-1, 1, 24, dtype=torch.float64)[:, None, None]
@@ -159,6 +160,7 @@ def test_gradient_decay_is_identity_forward_and_scales_backward():
     assert g_decay.abs().sum() < 0.01 * g_plain.abs().sum()
 
 
+@pytest.mark.slow
 def test_servo_tracks_target_position_within_torque_limit():
     rod = physics.Body("rod", "box", [0.02, 0.02, 1.0], mass=1.0, position=[0, 0, 1.5])
     servo = physics.Motor("servo", gain=10.0, max_torque=50.0, max_velocity=3.0)
@@ -182,6 +184,7 @@ def test_servo_tracks_target_position_within_torque_limit():
     assert weak_q.item() < 0.3  # 1 N m cannot lift a 1 kg rod far (needs up to 4.9 N m)
 
 
+@pytest.mark.slow
 def test_slider_limits_stop_the_cart():
     cart = physics.Body("cart", "box", [0.3, 0.2, 0.1], mass=1.0, position=[0, 0, 1])
     rail = physics.Joint("rail", "slider", "world", "cart", anchor=[0, 0, 1], axis=[1, 0, 0], limits=[-0.5, 0.5],
@@ -198,6 +201,7 @@ def test_slider_limits_stop_the_cart():
     assert abs(x[-1].item() - 0.5) < 2e-3
 
 
+@pytest.mark.slow
 def test_cart_pole_with_rail_limits_under_strong_force_stays_finite_and_limited(dtype):
     # Regression: joints plus bounded rows (limits) under a hard push went non-finite.
     pivot = [0.0, 0.0, 1.2]
@@ -227,6 +231,7 @@ def test_cart_pole_with_rail_limits_under_strong_force_stays_finite_and_limited(
     assert torch.isfinite(q).all()
 
 
+@pytest.mark.slow
 def test_inactive_bounded_rows_skip_the_sweeps_with_the_same_step_and_gradients(monkeypatch):
     # A cart-pole mid-rail: its limit rows exist but are inactive, so step() replaces the
     # projected sweeps by one joint projection. Forcing the sweeps must give the same states

@@ -59,6 +59,7 @@ def final_position_loss(world_fn, steps, body):
          [0.5, 0.0, 0.0]),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_initial_velocity_to_final_position(name, world_fn, body, steps, velocity):
     finite_difference_check(
         final_position_loss(world_fn, steps, body), torch.tensor(velocity, dtype=torch.float64)
@@ -107,6 +108,7 @@ def test_static_box_velocity_through_a_sphere_contact(friction):
 
 
 @COORDINATES
+@pytest.mark.slow
 def test_gradient_through_a_joint_limit(coordinates):
     """The cart runs into its rail stop (at about 0.1 s) and the pole swings on: initial cart
     velocity -> the pole's final position."""
@@ -124,6 +126,7 @@ def test_gradient_through_a_joint_limit(coordinates):
 
 
 @COORDINATES
+@pytest.mark.slow
 def test_servo_targets_to_final_state(coordinates):
     """A position servo (gain 10, max_torque 20 N m: at its torque bound part of the time)
     swinging the test pendulum: target sequence -> final position and spin."""
@@ -150,6 +153,7 @@ def trajectory_loss(trajectory):
 
 
 @COORDINATES
+@pytest.mark.slow
 def test_parameters_to_trajectory(coordinates):
     """Mass, damping and length of the cart-pole's pole -> a loss over the whole trajectory."""
 
@@ -175,6 +179,7 @@ def test_parameters_to_trajectory(coordinates):
 
 
 @COORDINATES
+@pytest.mark.slow
 def test_actions_to_final_state(coordinates):
     world = models.cart_pole(theta0=0.2, coordinates=coordinates)
 

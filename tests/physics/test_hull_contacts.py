@@ -338,6 +338,7 @@ def _groove(radius=0.05, degrees=30.0):
     return _world(bodies), rest
 
 
+@pytest.mark.slow
 def test_sphere_rests_on_slanted_hull_faces():
     """A 5 cm ball dropped into a V of two static hulls' 30-degree faces: it rests at the
     analytic height (the V's bottom + r / cos 30) within 1 mm, in the middle, for 3 s.
@@ -349,6 +350,7 @@ def test_sphere_rests_on_slanted_hull_faces():
     assert float(ball[:, :2].abs().max()) < 1e-3
 
 
+@pytest.mark.slow
 def test_capsule_rests_lying_on_a_hull_face():
     """A capsule (r = 4 cm, length 0.4 m) dropped 5 mm, lying, onto a static wedge turned
     over (its rectangular face up, at z = 0.2): it rests on its two end slots at r above the
@@ -393,6 +395,7 @@ def test_wedge_sliding_on_a_box_decelerates_at_mu_g():
 
 
 @pytest.mark.parametrize("restitution", [0.5, 0.8])
+@pytest.mark.slow
 def test_hull_bounces_on_a_box_with_restitution(restitution):
     """A wedge dropped flat from 1 m onto a box bounces as a box does (the box-box pair in the
     same drop): its first two apex ratios are e^2 within 5 %, as in
@@ -416,6 +419,7 @@ def test_hull_bounces_on_a_box_with_restitution(restitution):
     assert z.min() > -1e-3
 
 
+@pytest.mark.slow
 def test_sphere_bounces_on_a_hull_with_restitution():
     """A 10 cm ball dropped from 1 m onto a static hull's flat face (a wedge turned over),
     e = 0.5: apex ratios e^2 within 5 %, never 1 mm deep, as on a box
@@ -491,6 +495,7 @@ def test_gradcheck_of_a_contact_distance_with_respect_to_pose(other):
     assert torch.autograd.gradcheck(contact, inputs, eps=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_no_nan_gradients_in_a_hull_box_rollout(dtype):
     """An icosahedron thrown tumbling onto a box for 0.6 s: the final pose's gradient to the
     initial velocity, spin and size is finite (float32 and float64)."""

@@ -49,6 +49,7 @@ def _floor():
     return physics.Body("floor", "plane", [10, 10], static=True)
 
 
+@pytest.mark.slow
 def test_box_hull_slides_and_tumbles_as_the_box(dtype):
     """A hull of a box's 8 corners at the box's size is the box: same inertia, same plane points,
     same bounding box against another box. Thrown spinning onto a floor and a block: the box's
@@ -87,6 +88,7 @@ def test_box_hull_rests_on_a_plane_and_on_a_box_within_a_millimetre_for_10_secon
 
 
 @pytest.mark.parametrize("restitution", [0.5, 0.8])
+@pytest.mark.slow
 def test_sphere_hull_bounces_as_the_sphere(restitution):
     """A hull of 266 points on a 10 cm sphere (a pole straight below its centre), dropped from
     1 m: apex ratios within 5 % of e^2, as the analytic sphere's. Landing at 4.4 m/s on its
@@ -116,6 +118,7 @@ def test_sphere_hull_bounces_as_the_sphere(restitution):
     torch.testing.assert_close(moments[0, 1], torch.full((3,), 0.4 * 0.2 * radius**2, dtype=F64))
 
 
+@pytest.mark.slow
 def test_gradient_to_a_hull_size_moves_its_points():
     """A hull resting on a plane: where it rests after 0.5 s depends on its size (its points
     scale with it), and autograd agrees with central differences."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 import physics
@@ -48,6 +49,7 @@ def test_free_flight_is_exact_between_steps():
     torch.testing.assert_close(got.angular_velocity[:, 0, 0], spin.expand(4, 3), atol=1e-9, rtol=0)
 
 
+@pytest.mark.slow
 def test_pendulum_between_steps_matches_a_finer_rollout():
     """Against the same pendulum stepped at dt / 10: the interpolant's error is well below
     the integrator's own difference between the two step sizes."""

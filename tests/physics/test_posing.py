@@ -135,6 +135,7 @@ def test_start_matches_the_same_pose_drawn_by_hand(coordinates):
 
 
 @pytest.mark.parametrize("coordinates", ["maximal", "reduced"])
+@pytest.mark.slow
 def test_finite_differences_through_the_start(coordinates):
     """d(final ball position)/d(q0, q0') against central differences, float64."""
 

@@ -96,6 +96,7 @@ def _run(step, world, actions, state=None):
 
 
 @pytest.mark.parametrize("name", list(WORLDS))
+@pytest.mark.slow
 def test_unrolled_step_is_the_reduced_step(name, dtype):
     """60 steps under random pushes (limits and servos active): the same trajectory."""
     world = WORLDS[name](dtype)
@@ -107,6 +108,7 @@ def test_unrolled_step_is_the_reduced_step(name, dtype):
         torch.testing.assert_close(got, want, atol=tolerance, rtol=tolerance)
 
 
+@pytest.mark.slow
 def test_the_branched_arm_uses_its_limits_and_slider():
     """The model the tests rely on does use what it is meant to: the rail, the slider on the
     turning arm and the swing's hinge each reach a limit."""
@@ -121,6 +123,7 @@ def test_the_branched_arm_uses_its_limits_and_slider():
 
 
 @pytest.mark.parametrize("name", ["branched_arm", "cart_pole_with_stops", "pendulum_cart_scene"])
+@pytest.mark.slow
 def test_unrolled_gradients_are_the_reduced_steps(name):
     """float64 gradients of a loss on 12 steps to the actions, the start state and the
     world's masses, damping and gravity: those of the batched reduced step."""
@@ -166,6 +169,7 @@ def _chain_grads(world, steps: int, decay: float, compile: bool):
     [(n, 9, d) for n in WORLDS if n != "double_pendulum" for d in (1.0, 0.7)]  # B = 1: eager
     + [("branched_arm", steps, 0.7) for steps in (1, 2, 5)],  # a first step only; padded blocks
 )
+@pytest.mark.slow
 def test_the_rollout_chain_is_the_reduced_steps(name, steps, decay, monkeypatch):
     """The compiled rollout's chain in joint coordinates (`physics.aot_rollout`), its traces
     run eagerly in float64, from a start state off its joints' manifold: the trajectory of
