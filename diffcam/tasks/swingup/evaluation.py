@@ -12,9 +12,9 @@ from tqdm import tqdm
 
 import physics
 
-from .cost import upright_error, upright_stretches
+from ...cartpole import StartRanges, random_starts, states_from_starts, upright_error
+from .cost import upright_stretches
 from .episodes import SwingUpConfig, SwingUpEpisodes
-from .starts import StartRanges, random_starts, states_from_starts
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,10 +20,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ...cartpole import StartRanges, random_starts
 from .. import training
 from .episodes import SwingUpConfig, SwingUpEpisodes
 from .evaluation import balance_check
-from .starts import StartRanges, random_starts
 
 CURVE = "curve.jsonl"
 PHASES_DIR = "phases"

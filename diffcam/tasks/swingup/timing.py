@@ -9,8 +9,8 @@ import torch
 
 import physics
 
+from ...cartpole import states_from_starts
 from .episodes import SwingUpEpisodes
-from .starts import states_from_starts
 
 
 def time_iteration(episodes: SwingUpEpisodes, starts: torch.Tensor, repeats: int = 3) -> dict:
