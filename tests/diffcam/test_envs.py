@@ -25,7 +25,7 @@ from diffcam.envs import (  # noqa: E402
     SwingUpTask,
 )
 from diffcam.errors import SceneError  # noqa: E402
-from diffcam.tasks import swingup  # noqa: E402
+from tasks import swingup  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -9,8 +9,8 @@ import torch
 import diffcam
 import physics
 from diffcam.scene import SCENES_DIR
-from diffcam.tasks import swingup
 from physics.joints import equality_rows, joint_frames
+from tasks import swingup
 
 SCENE = SCENES_DIR / "pendulum_cart.toml"
 

@@ -9,8 +9,7 @@ import torch
 from torch import nn
 
 import physics
-
-from ...cartpole import (
+from diffcam.cartpole import (
     STATE_FEATURES,
     CartPole,
     episode_steps,
@@ -19,8 +18,9 @@ from ...cartpole import (
     step_cost,
     upright_error,
 )
-from ...cartpole.structure import as_floats
-from ...policy import PixelPolicy, PolicyRollout, StatePolicy, pixel_observer, policy_rollout
+from diffcam.cartpole.structure import as_floats
+from diffcam.policy import PixelPolicy, PolicyRollout, StatePolicy, pixel_observer, policy_rollout
+
 from .cost import FEATURE_SCALE, balance_cost, swingup_loss, upright_stretches
 
 

@@ -10,10 +10,10 @@ import dataclasses
 import torch
 
 import physics
+from diffcam.cartpole import CartPole, pole_direction, step_cost
 
-from ...cartpole import CartPole, pole_direction, step_cost
-
-# Brings the features (m, m/s, 1, 1, rad/s; `diffcam.cartpole.STATE_FEATURES`) to order one for the baseline's MLP.
+# Brings the features (m, m/s, 1, 1, rad/s: `diffcam.cartpole.STATE_FEATURES`) to order one
+# for the baseline's MLP.
 FEATURE_SCALE = [1.0, 0.5, 1.0, 1.0, 0.1]
 
 

@@ -25,7 +25,7 @@ The training side:
   recipe as a list of phases, and the runner that trains it in one go (resumable).
 """
 
-from ...cartpole import (
+from diffcam.cartpole import (
     STATE_FEATURES,
     CartPole,
     StartRanges,
@@ -36,6 +36,7 @@ from ...cartpole import (
     step_cost,
     upright_error,
 )
+
 from .cost import BalanceWeights, balance_cost, balance_loss, swingup_loss, upright_stretches
 from .curriculum import curriculum_ranges
 from .episodes import SwingUpConfig, SwingUpEpisodes, make_policy, motor_limit

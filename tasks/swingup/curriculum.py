@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ...cartpole import StartRanges
+from diffcam.cartpole import StartRanges
 
 
 def curriculum_ranges(
