@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from _record import Recorder, add_record_flag  # noqa: E402
 
 import diffcam  # noqa: E402
-from diffcam.tasks import swingup  # noqa: E402
+from tasks import swingup  # noqa: E402
 
 RECORD = Recorder("swingup")
 

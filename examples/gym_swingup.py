@@ -7,7 +7,7 @@ SAC (or PPO), and by backpropagation through time through the same env (``--algo
     python examples/gym_swingup.py --algo ppo --timesteps 300000
     python examples/gym_swingup.py --algo bptt     # BPTT (examples/gym_swingup_bptt.py)
 
-The env is the pendulum-cart swing-up of diffcam.tasks.swingup: random starts (every pole
+The env is the pendulum-cart swing-up of diffcam.cartpole: random starts (every pole
 angle), the paper's loss as the reward (minus the tip's distance from upright and a small speed
 penalty, per step), 3 s episodes at 50 Hz control, success = the pole within 0.2 rad of upright
 at the episode's end. All worlds of the batch step in one `SceneVectorEnv` call; an adapter
@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))  # gym_swingup_bptt, the BPTT loop
 
-# x, x_dot, sin theta, cos theta, theta_dot -> order one (diffcam.tasks.swingup's baseline)
+# x, x_dot, sin theta, cos theta, theta_dot -> order one (tasks.swingup's baseline)
 FEATURE_SCALE = np.array([1.0, 0.5, 1.0, 1.0, 0.1], dtype=np.float32)
 
 

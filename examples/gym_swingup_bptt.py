@@ -9,7 +9,7 @@ features, zero output at the start) reads the same scaled state features as SAC'
 outputs an action in [-1, 1], scaled to the rail motor's force as for SAC. Every iteration runs
 one 3 s episode in each of ``--envs`` (16) worlds through the env's differentiable step
 (`SceneVectorEnv.step_tensors`), takes the loss as minus the mean of the env's own reward (then
-exactly the paper's loss, `swingup.swingup_loss`) and backpropagates through the whole episode
+exactly the paper's loss, ``tasks.swingup.swingup_loss``) and backpropagates through the whole episode
 (policy, physics, observation) into the MLP; one Adam step per iteration.
 
 What the recipe of docs/tutorials/swingup.md asks for, as the env allows it:
@@ -25,7 +25,7 @@ What the recipe of docs/tutorials/swingup.md asks for, as the env allows it:
   action). The held action's second physics step is not decayed separately (the env steps
   both at once); the env has no public setter for its state, so the decayed state goes back
   in through ``reset_tensors(options={"state": ...})`` (it keeps the graph).
-- half of each batch started within 0.5 rad of upright (``swingup.StartRanges(upright_share=
+- half of each batch started within 0.5 rad of upright (``cartpole.StartRanges(upright_share=
   0.5)``, an argument of `make_swingup_vector_env`): the catch is practised from the start.
   The evaluation keeps the env's default starts (every angle), as for SAC.
 - Adam, learning rate 1e-2 falling to 1e-3 (cosine over the budget), gradient norm clipped to 1.
@@ -74,10 +74,10 @@ def train(args, judge, feature_scale: np.ndarray) -> tuple[list[dict], dict | No
 
     import diffcam.envs
     import physics
-    from diffcam.tasks import swingup
+    from diffcam import cartpole
 
     torch.manual_seed(args.seed)
-    ranges = swingup.StartRanges(upright_share=args.upright_share)
+    ranges = cartpole.StartRanges(upright_share=args.upright_share)
     envs = diffcam.envs.make_swingup_vector_env(
         num_envs=args.envs, seconds=args.seconds, ranges=ranges, autoreset_mode="disabled"
     )
@@ -115,7 +115,7 @@ def train(args, judge, feature_scale: np.ndarray) -> tuple[list[dict], dict | No
             action = model.net(obs * scale) * high
             obs, reward, *_ = envs.step_tensors(action)
             rewards.append(reward)
-        loss = -torch.stack(rewards).mean()  # = swingup.swingup_loss of the episodes
+        loss = -torch.stack(rewards).mean()  # = tasks.swingup.swingup_loss of the episodes
         optimizer.zero_grad()
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.net.parameters(), args.clip)
@@ -129,7 +129,7 @@ def train(args, judge, feature_scale: np.ndarray) -> tuple[list[dict], dict | No
                     "loss": round(float(loss.detach()), 4),
                     "grad_norm": round(float(grad_norm), 3),
                     "final_upright_error_median": round(
-                        float(swingup.upright_error(envs.state, envs.task.cartpole).median()), 3
+                        float(cartpole.upright_error(envs.state, envs.task.cartpole).median()), 3
                     ),
                     "seconds": round(time.perf_counter() - begin, 1),
                 }

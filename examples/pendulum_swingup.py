@@ -14,7 +14,7 @@ backpropagated through the physics, the renderer and the network.
     python examples/pendulum_swingup.py [--train] --quick   # a smoke run of training, seconds
     python examples/pendulum_swingup.py --evaluate --quick  # ... of the evaluation
 
-``--train`` runs every phase of the recipe, `diffcam.tasks.swingup.PIXEL_RECIPE` (a list of
+``--train`` runs every phase of the recipe, `tasks.swingup.PIXEL_RECIPE` (a list of
 `Phase`: iterations, batch, learning rates, gradient decay, edge softness; the settings they
 share are `PIXEL_BASE`: frames rendered at 144 x 48, control at 25 Hz, compiled physics), from
 a zero policy, in one process, with a progress bar (phase, loss, ETA); the last phase, on the
@@ -40,7 +40,7 @@ after each, into a new temporary folder (its path is in the JSON line; under tor
 Options given explicitly override these. Neither trains nor judges a controller.
 
 ``--evaluate`` prints a JSON line with success_rate, starts, upright_seconds_min and
-training_episodes (see diffcam.tasks.swingup.evaluate for the definitions); it passes when
+training_episodes (see tasks.swingup.evaluate for the definitions); it passes when
 success_rate is 1 (21 / 21 starts upright at the end of 90 s) and upright_seconds_min >= 60.
 
 The shipped pixel controller is ``--train``'s (one command, seed 1: ``python
@@ -92,7 +92,7 @@ sys.path.insert(0, str(ROOT))
 
 import diffcam  # noqa: E402
 from diffcam.scene import SCENES_DIR, WEIGHTS_DIR  # noqa: E402
-from diffcam.tasks import swingup, training  # noqa: E402
+from tasks import swingup, training  # noqa: E402
 
 SCENE = SCENES_DIR / "pendulum_cart.toml"
 # the defaults of the options that --quick changes (when they are not given): full, quick

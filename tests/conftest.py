@@ -2,7 +2,9 @@
 
 A test that takes ``dtype`` runs once in float32 and once in float64 (a test that needs other
 dtypes parametrises ``dtype`` itself, which takes precedence); one that takes ``device`` runs
-on the CPU and, where one is available, on CUDA.
+on the CPU and, where one is available, on CUDA. ``single_thread``: one torch thread during a
+test; ``tiny_pendulum_cart``: the bundled pendulum-cart at a tiny camera resolution (the
+library's tests and the task tests use both).
 
 Markers (pyproject.toml): ``slow`` for tests of more than about a second; ``compile`` for tests that
 build compiled code (torch.compile graphs, ahead-of-time libraries), which take minutes on a
@@ -12,6 +14,8 @@ empties it), and so count as slow too: ``-m "not slow"`` is the quick suite,
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import torch
@@ -38,6 +42,32 @@ def _fresh_physics_notices(monkeypatch):
 
     monkeypatch.setattr(notices, "_FALLBACKS", {})
     monkeypatch.setattr(notices, "_ANNOUNCED", set())
+
+
+@pytest.fixture
+def single_thread():
+    """One torch thread for the test: tiny frames render fastest on one, and more threads
+    thrash on a shared 2-core machine."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture
+def tiny_pendulum_cart(tmp_path):
+    """``make(width, height) -> path``: the bundled pendulum_cart.toml at a tiny resolution (its
+    textures still resolve, from the bundled textures)."""
+    from diffcam.scene import SCENES_DIR  # (the physics tests load no diffcam)
+
+    def make(width: int = 36, height: int = 12) -> Path:
+        text = (SCENES_DIR / "pendulum_cart.toml").read_text(encoding="utf-8")
+        assert "resolution = [288, 96]" in text, "the test expects the file's 288 x 96 camera"
+        path = tmp_path / f"pendulum_cart_{width}x{height}.toml"
+        path.write_text(text.replace("resolution = [288, 96]", f"resolution = [{width}, {height}]"))
+        return path
+
+    return make
 
 
 def pytest_collection_modifyitems(config, items):

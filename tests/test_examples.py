@@ -137,7 +137,7 @@ def test_pendulum_swingup_quick_training(tmp_path, kind):
     assert [json.loads(row)["iteration"] for row in rows] == [1, 2]
     for name in ("checkpoint.pt", "learning_curve.png"):
         assert (out / name).is_file(), name
-    from diffcam.tasks import swingup
+    from tasks import swingup
 
     _, config, info = swingup.load_policy(Path(report["policy"]), 30.0)
     assert config.observation == kind and info["training_episodes"] == 4
@@ -160,7 +160,7 @@ def test_pendulum_swingup_one_command_training_then_its_evaluation(tmp_path):
     # --out; run again, it finds every phase done and only writes the results again.
     out = tmp_path / "run"
     report, stderr = run_example("pendulum_swingup", "--train", "--quick", "--out", str(out))
-    from diffcam.tasks import swingup
+    from tasks import swingup
 
     names = [p.name for p in swingup.PIXEL_RECIPE]
     assert report["phases"] == names

@@ -8,7 +8,7 @@
   actions and the scene's parameters (BPTT).
 - `SceneEnv`: one world as a `gymnasium.Env` (``check_env``, wrappers, single-env libraries).
 - `SceneTask` (any scene: jittered starts, zero reward unless given) and `SwingUpTask` (the
-  pendulum-cart swing-up of `diffcam.tasks.swingup`, the paper's loss as the reward).
+  pendulum-cart swing-up of `diffcam.cartpole`, the paper's per-step cost as the reward).
 - Ids, registered on import: ``diffcam/PendulumCartSwingUp-v0`` and ``diffcam/Scene-v0``
   (``gym.make("diffcam/Scene-v0", scene=PATH)``); ``gym.make_vec`` builds one batched env.
 

@@ -35,8 +35,17 @@ SCENE_ID = "diffcam/Scene-v0"
 SWINGUP_SCENE = SCENES_DIR / "pendulum_cart.toml"
 
 
+# what a ``config`` (e.g. the training code's ``tasks.swingup.SwingUpConfig``) sets of the task
+_CONFIG_SETTINGS = ("seconds", "control_every", "speed_weight", "target", "upright_threshold")
+
+
 def _swingup_task(config=None, ranges=None, seconds=None) -> SwingUpTask:
-    return SwingUpTask(config=config, ranges=ranges, seconds=seconds)
+    """`SwingUpTask` with the settings of ``config`` (an object with those attributes; None:
+    the task's defaults), ``ranges`` and ``seconds`` (None: the config's)."""
+    settings = {} if config is None else {k: getattr(config, k) for k in _CONFIG_SETTINGS}
+    if seconds is not None:
+        settings["seconds"] = seconds
+    return SwingUpTask(ranges=ranges, **settings)
 
 
 def make_swingup_env(
@@ -51,8 +60,11 @@ def make_swingup_env(
     """The pendulum-cart swing-up (`SwingUpTask`) as one `SceneEnv`.
 
     ``scene``: default the bundled ``pendulum_cart`` (or a path / Scene with the same layout);
-    ``config`` (`swingup.SwingUpConfig`), ``ranges`` (`swingup.StartRanges`), ``seconds``: as
-    in `SwingUpTask`; other keyword arguments go to `SceneEnv`."""
+    ``config``: an object whose ``seconds``, ``control_every``, ``speed_weight``, ``target`` and
+    ``upright_threshold`` set those of `SwingUpTask` (e.g. the training code's
+    ``tasks.swingup.SwingUpConfig``; None: the task's defaults); ``ranges``
+    (`diffcam.cartpole.StartRanges`) and ``seconds`` (overrides the config's): as in
+    `SwingUpTask`; other keyword arguments go to `SceneEnv`."""
     task = _swingup_task(config, ranges, seconds)
     scene = SWINGUP_SCENE if scene is None else scene
     return SceneEnv(scene, obs=obs, task=task, render_mode=render_mode, **kwargs)

@@ -4,8 +4,9 @@ observation and the episode length.
 `SceneTask` fits any scene file: its starts jitter every hinge and slider (and the velocity of
 every free body) around the file's state, its state observation is every moving body's pose and
 velocity, and its reward is zero unless a ``reward`` function is given. `SwingUpTask` is the
-pendulum-cart swing-up of `diffcam.tasks.swingup`: its starts, its features and the paper's
-loss as a reward (reused from that module, not re-derived).
+pendulum-cart swing-up: its starts, its features and the paper's per-step cost as a reward,
+from `diffcam.cartpole` (the problem's definition, shared with the training code of the
+repository's ``tasks.swingup``, not re-derived).
 
 A task works on whole batches of torch tensors (B worlds at once) and stays differentiable:
 the env's differentiable step backpropagates through `reward` and `initial_state`.
@@ -20,6 +21,8 @@ import torch
 
 import physics
 from physics.posing import JointMotion, pose_joints
+
+from .. import cartpole
 
 __all__ = ["SceneTask", "SwingUpTask"]
 
@@ -196,64 +199,78 @@ class SceneTask:
 
 
 class SwingUpTask(SceneTask):
-    """The pendulum-cart swing-up (`diffcam.tasks.swingup`) as an env task.
+    """The pendulum-cart swing-up (`diffcam.cartpole`) as an env task.
 
-    - Starts: `swingup.random_starts` (uniform in ``ranges``: by default x within 0.5 m, every
+    - Starts: `cartpole.random_starts` (uniform in ``ranges``: by default x within 0.5 m, every
       pole angle, x_dot within 0.5 m/s, theta_dot within 1 rad/s) made into states by
-      `swingup.states_from_starts`.
-    - Reward: minus the paper's per-step cost (`swingup.step_cost`: the tip's distance from the
+      `cartpole.states_from_starts`.
+    - Reward: minus the paper's per-step cost (`cartpole.step_cost`: the tip's distance from the
       upright target plus ``speed_weight`` times its squared speed), averaged over the
       ``control_every`` physics steps of the env step. An episode's mean reward per env step is
-      then exactly minus `swingup.swingup_loss` of its trajectory.
-    - State observation: `swingup.state_features` (x, x_dot, sin theta, cos theta, theta_dot).
-    - Episode: ``config.seconds`` of simulated time (the paper's 3 s training episode by
-      default), in env steps of ``config.control_every`` physics steps; never terminated early
-      (the rail's limits keep the cart on it). ``info["upright_error"]`` is
-      `swingup.upright_error` (rad), ``info["is_success"]`` is it below
-      ``config.upright_threshold`` (the task's success at an episode's last step).
+      then exactly minus the training loss of its trajectory (``tasks.swingup.swingup_loss``,
+      the mean of the same cost over its physics steps).
+    - State observation: `cartpole.state_features` (x, x_dot, sin theta, cos theta,
+      theta_dot).
+    - Episode: ``seconds`` of simulated time (the paper's 3 s training episode by default), in
+      env steps of ``control_every`` physics steps (`cartpole.episode_steps`); never
+      terminated early (the rail's limits keep the cart on it). ``info["upright_error"]`` is
+      `cartpole.upright_error` (rad), ``info["is_success"]`` is it below
+      ``upright_threshold`` (the task's success at an episode's last step).
 
     Args:
-        config: a `swingup.SwingUpConfig` (its seconds, control_every, speed_weight, target,
-            upright_threshold are used).
-        ranges: a `swingup.StartRanges`.
-        seconds: overrides ``config.seconds`` (e.g. the evaluation's 90 s).
+        seconds: simulated time per episode (s); e.g. the evaluation's 90.
+        control_every: physics steps per env step (the action is held in between).
+        speed_weight: weight of the tip-speed penalty (s^2/m).
+        target: the cost's target for the tip, ``"fixed"`` or ``"cart"`` (see
+            `cartpole.step_cost`).
+        upright_threshold: rad; within it of upright counts as a success.
+        ranges: a `cartpole.StartRanges` (default: `StartRanges()`).
+
+    The defaults are those of the training code's ``tasks.swingup.SwingUpConfig``.
     """
 
-    def __init__(self, config=None, ranges=None, seconds: float | None = None) -> None:
-        from ..tasks import swingup
-
-        self.swingup = swingup
-        self.config = swingup.SwingUpConfig(observation="state") if config is None else config
-        self.ranges = swingup.StartRanges() if ranges is None else ranges
-        self.seconds = self.config.seconds if seconds is None else float(seconds)
-        super().__init__(noise=0.0, control_every=self.config.control_every)
+    def __init__(
+        self,
+        *,
+        seconds: float = 3.0,
+        control_every: int = 2,
+        speed_weight: float = 0.01,
+        target: str = "fixed",
+        upright_threshold: float = 0.2,
+        ranges: cartpole.StartRanges | None = None,
+    ) -> None:
+        if target not in ("fixed", "cart"):
+            raise ValueError(f"SwingUpTask: target is {target!r}; use 'fixed' or 'cart'")
+        super().__init__(noise=0.0, control_every=control_every)
+        self.seconds = float(seconds)
+        self.speed_weight = speed_weight
+        self.target = target
+        self.upright_threshold = upright_threshold
+        self.ranges = cartpole.StartRanges() if ranges is None else ranges
         self.max_episode_steps = None  # set by bind (needs the scene's timestep)
 
     def bind(self, scene) -> None:
         super().bind(scene)
-        self.cartpole = self.swingup.CartPole.from_scene(scene)
-        physics_steps = self.config.steps(self.cartpole.timestep, self.seconds)
-        self.max_episode_steps = physics_steps // self.config.control_every
+        self.cartpole = cartpole.CartPole.from_scene(scene)
+        physics_steps = cartpole.episode_steps(
+            self.cartpole.timestep, self.seconds, self.control_every
+        )
+        self.max_episode_steps = physics_steps // self.control_every
 
     def initial_state(self, scene, generator: torch.Generator) -> physics.State:
-        starts = self.swingup.random_starts(
-            scene.batch_size, generator, self.ranges, dtype=scene.dtype
-        )
-        return self.swingup.states_from_starts(
-            scene, starts.to(scene.device), cartpole=self.cartpole
-        )
+        starts = cartpole.random_starts(scene.batch_size, generator, self.ranges, dtype=scene.dtype)
+        return cartpole.states_from_starts(scene, starts.to(scene.device), cartpole=self.cartpole)
 
     def reward(self, trajectory: physics.State, action: torch.Tensor) -> torch.Tensor:
-        c = self.config
-        cost = self.swingup.step_cost(trajectory[1:], self.cartpole, c.speed_weight, c.target)
+        cost = cartpole.step_cost(trajectory[1:], self.cartpole, self.speed_weight, self.target)
         return -cost.mean(0)
 
     def feature_names(self, scene) -> list[str]:
-        return list(self.swingup.STATE_FEATURES)
+        return list(cartpole.STATE_FEATURES)
 
     def features(self, state: physics.State) -> torch.Tensor:
-        return self.swingup.state_features(state, self.cartpole)
+        return cartpole.state_features(state, self.cartpole)
 
     def info(self, state: physics.State) -> dict[str, torch.Tensor]:
-        error = self.swingup.upright_error(state, self.cartpole)
-        return {"upright_error": error, "is_success": error < self.config.upright_threshold}
+        error = cartpole.upright_error(state, self.cartpole)
+        return {"upright_error": error, "is_success": error < self.upright_threshold}

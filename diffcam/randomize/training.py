@@ -24,7 +24,7 @@ def append_seeds(batch: torch.Tensor, generator: torch.Generator) -> torch.Tenso
 
 class RandomizedEpisodes(torch.nn.Module):
     """Wraps a module of episodes that draws through its ``scene`` attribute (e.g.
-    `diffcam.tasks.swingup.SwingUpEpisodes`): each forward takes a batch whose last column
+    `tasks.swingup.SwingUpEpisodes`): each forward takes a batch whose last column
     holds per-episode seeds (`append_seeds`), draws each episode's randomisation from its
     seed (`Randomization.sample_seeded`), runs the wrapped module on the rest of the batch
     with the scene replaced by the `RandomizedScene`, and puts the plain scene back.

@@ -2,8 +2,8 @@
 
 Exposed as the ``scene_tools`` fixture (a namespace with ``TINY_SCENE``, ``to_toml`` and
 ``write_scene(data, folder, name)``), so the test modules import nothing from each other.
-Also ``single_thread`` (one torch thread during a test) and ``tiny_pendulum_cart`` (the bundled
-pendulum-cart at a tiny camera resolution).
+(``single_thread`` and ``tiny_pendulum_cart``, which the task tests use too, are in
+tests/conftest.py.)
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ import types
 from pathlib import Path
 
 import pytest
-import torch
-
-from diffcam.scene import SCENES_DIR
 
 TINY_SCENE = {
     "world": {"gravity": [0.0, 0.0, -9.81], "timestep": 0.01, "solver_iterations": 4},
@@ -150,31 +147,3 @@ def scene_tools():
         write_scene=write_scene,
         tiny=lambda: copy.deepcopy(TINY_SCENE),
     )
-
-
-PENDULUM_CART = SCENES_DIR / "pendulum_cart.toml"
-
-
-@pytest.fixture
-def single_thread():
-    """One torch thread for the test: tiny frames render fastest on one, and more threads
-    thrash on a shared 2-core machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-@pytest.fixture
-def tiny_pendulum_cart(tmp_path):
-    """``make(width, height) -> path``: the bundled pendulum_cart.toml at a tiny resolution (its
-    textures still resolve, from the bundled textures)."""
-
-    def make(width: int = 36, height: int = 12) -> Path:
-        text = PENDULUM_CART.read_text(encoding="utf-8")
-        assert "resolution = [288, 96]" in text, "the test expects the file's 288 x 96 camera"
-        path = tmp_path / f"pendulum_cart_{width}x{height}.toml"
-        path.write_text(text.replace("resolution = [288, 96]", f"resolution = [{width}, {height}]"))
-        return path
-
-    return make

@@ -15,6 +15,7 @@ import torch
 gym = pytest.importorskip("gymnasium")
 
 import physics  # noqa: E402
+from diffcam import cartpole  # noqa: E402
 from diffcam.envs import (  # noqa: E402
     SCENE_ID,
     SWINGUP_ID,
@@ -24,7 +25,7 @@ from diffcam.envs import (  # noqa: E402
     SwingUpTask,
 )
 from diffcam.errors import SceneError  # noqa: E402
-from diffcam.tasks import swingup  # noqa: E402
+from tasks import swingup  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -141,7 +142,7 @@ def test_reset_seed_reproduces_starts_and_autoresets(tiny_pendulum_cart):
 def test_truncation_at_the_episode_length_and_next_step_autoreset(tiny_pendulum_cart):
     task = SwingUpTask(seconds=0.1)  # 10 physics steps = 5 env steps of 2
     envs = SceneVectorEnv(tiny_pendulum_cart(36, 12), 2, task=task)
-    assert envs.max_episode_steps == 5 == task.config.steps(0.01, 0.1) // 2
+    assert envs.max_episode_steps == 5 == cartpole.episode_steps(0.01, 0.1, 2) // 2
     envs.reset(seed=0)
     zero = np.zeros((2, 1), dtype=np.float32)
     for t in range(1, 6):

@@ -1,15 +1,20 @@
-"""What an import loads: tasks and opt-in utilities stay out of `import diffcam`, and the layers
-below do not reach up (physics knows nothing of diffcam; the renderer knows nothing of physics).
+"""What an import loads: opt-in utilities stay out of `import diffcam`, the tasks (the
+repository's `tasks` package) stay out of the library, and the layers below do not reach up
+(physics knows nothing of diffcam; the renderer knows nothing of physics).
 
 Every check runs in a fresh interpreter so that no earlier import leaks into it.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def loaded_after(code: str) -> set[str]:
@@ -23,19 +28,29 @@ def loaded_after(code: str) -> set[str]:
 
 
 OPT_IN = {
-    "diffcam.tasks",
-    "diffcam.tasks.swingup",
-    "diffcam.tasks.training",
+    "diffcam.cartpole",
     "diffcam.profiling",
     "diffcam.plot",
     "diffcam.allocator",
 }
 
 
+def task_modules(loaded: set[str]) -> set[str]:
+    return {m for m in loaded if m == "tasks" or m.startswith("tasks.")}
+
+
 def test_import_diffcam_leaves_out_tasks_and_utilities():
     loaded = loaded_after("import diffcam")
     assert "diffcam" in loaded
     assert not OPT_IN & loaded, f"import diffcam loaded {sorted(OPT_IN & loaded)}"
+    assert not task_modules(loaded)
+
+
+def test_the_cartpole_problem_needs_no_task_code_and_no_gymnasium():
+    loaded = loaded_after("import diffcam.cartpole")
+    assert "diffcam.cartpole" in loaded
+    assert not task_modules(loaded)
+    assert "gymnasium" not in loaded
 
 
 def test_import_physics_loads_no_diffcam():
@@ -62,9 +77,38 @@ def test_renderer_does_not_load_physics():
     assert not {m for m in loaded if m.startswith("physics.")}
 
 
+def import_statements(*packages: str):
+    """(path relative to the repository, node) of every import statement in ``packages``."""
+    for package in packages:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    yield path.relative_to(ROOT), node
+
+
+def test_no_library_module_imports_the_tasks():
+    """The library (diffcam, physics) is shipped without `tasks`: none of its modules imports
+    it, at the top or inside a function."""
+    found = []
+    for path, node in import_statements("diffcam", "physics"):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            names = [node.module or ""] if node.level == 0 else []
+        if any(n == "tasks" or n.startswith("tasks.") for n in names):
+            found.append(f"{path}:{node.lineno}")
+    assert not found, found
+
+
 def test_tasks_import_explicitly():
-    loaded = loaded_after("from diffcam.tasks import swingup, training")
-    assert {"diffcam.tasks.swingup", "diffcam.tasks.training", "diffcam.plot"} <= loaded
+    loaded = loaded_after(
+        f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})  # the tasks live in the repository, not the wheel
+        from tasks import swingup, training
+        """
+    )
+    assert {"tasks.swingup", "tasks.training", "diffcam.cartpole", "diffcam.plot"} <= loaded
 
 
 def test_no_name_hides_a_submodule():
@@ -98,6 +142,7 @@ def test_no_name_hides_a_submodule():
 PUBLIC_FACES = [
     "diffcam",
     "physics",
+    "diffcam.cartpole",
     "diffcam.fit",
     "diffcam.identify",
     "diffcam.imaging",
@@ -136,18 +181,13 @@ def test_physics_keeps_solver_parts_out_of_its_namespace():
 
 
 def test_no_module_imports_a_private_name_of_another():
-    """What one module of diffcam or physics takes from another has a public name there (a
-    package-internal interface); names with a leading underscore stay in their module."""
-    import ast
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
+    """What one module of diffcam, physics or the tasks takes from another has a public name
+    there (a package-internal interface); names with a leading underscore stay in their
+    module."""
     found = []
-    for package in ("diffcam", "physics"):
-        for path in sorted((root / package).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.ImportFrom) and node.module != "__future__":
-                    private = [a.name for a in node.names if a.name.startswith("_")]
-                    if private:
-                        found.append(f"{path.relative_to(root)}:{node.lineno}: {private}")
+    for path, node in import_statements("diffcam", "physics", "tasks"):
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            private = [a.name for a in node.names if a.name.startswith("_")]
+            if private:
+                found.append(f"{path}:{node.lineno}: {private}")
     assert not found, found

@@ -382,7 +382,7 @@ def test_bad_use_is_explained(scene3):
 def test_swingup_training_and_evaluation_with_randomization(tiny_pendulum_cart):
     """The opt-in path of the swing-up task: episodes through `RandomizedEpisodes` give a
     finite loss and policy gradient; `evaluate(randomization=...)` runs and is seeded."""
-    from diffcam.tasks import swingup
+    from tasks import swingup
 
     path = tiny_pendulum_cart(36, 12)
     scene = diffcam.load_scene(path, batch_size=2)

@@ -11,10 +11,10 @@ from torch import nn
 from tqdm import tqdm
 
 import physics
+from diffcam.cartpole import StartRanges, random_starts, states_from_starts, upright_error
 
-from .cost import upright_error, upright_stretches
+from .cost import upright_stretches
 from .episodes import SwingUpConfig, SwingUpEpisodes
-from .starts import StartRanges, random_starts, states_from_starts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +125,7 @@ def evaluate(
         min / mean over starts), ``hanging_upright_seconds`` (the hanging start's),
         ``swing_up_seconds_max``, ``upright_fraction_mean``, ``seconds``, ``threshold_rad``.
     """
-    from ... import load_scene, write_video
+    from diffcam import load_scene, write_video
 
     # Eager physics: a compiled step would first compile for this batch size (minutes); the
     # eager step costs about as much without gradients.
@@ -135,7 +135,7 @@ def evaluate(
         scene_path, batch_size=starts + 1, device=parameter.device, dtype=parameter.dtype
     )
     if randomization is not None:
-        from ...randomize import randomize
+        from diffcam.randomize import randomize
 
         generator = torch.Generator().manual_seed(randomization_seed)
         scene = randomize(scene, randomization, generator)

@@ -9,20 +9,19 @@ import torch
 from torch import nn
 
 import physics
-
-from ...policy import PixelPolicy, PolicyRollout, StatePolicy, pixel_observer, policy_rollout
-from .cartpole import CartPole, as_floats
-from .cost import (
-    FEATURE_SCALE,
+from diffcam.cartpole import (
     STATE_FEATURES,
-    balance_cost,
+    CartPole,
+    episode_steps,
     state_features,
+    states_from_starts,
     step_cost,
-    swingup_loss,
     upright_error,
-    upright_stretches,
 )
-from .starts import states_from_starts
+from diffcam.cartpole.structure import as_floats
+from diffcam.policy import PixelPolicy, PolicyRollout, StatePolicy, pixel_observer, policy_rollout
+
+from .cost import FEATURE_SCALE, balance_cost, swingup_loss, upright_stretches
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,8 +112,7 @@ class SwingUpConfig:
     def steps(self, timestep: float, seconds: float | None = None) -> int:
         """Physics steps for ``seconds`` (default: an episode), rounded to whole control steps."""
         seconds = self.seconds if seconds is None else seconds
-        control_steps = max(1, round(seconds / (timestep * self.control_every)))
-        return control_steps * self.control_every
+        return episode_steps(timestep, seconds, self.control_every)
 
 
 def make_policy(config: SwingUpConfig, max_action: float) -> nn.Module:

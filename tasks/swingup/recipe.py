@@ -3,7 +3,7 @@
 `PIXEL_RECIPE` lists the phases (`Phase`: iterations, batch, learning rates, gradient decay,
 edge softness, starts, the share scored by the balance loss, balance checks) that take a zero
 policy to one that swings the pole up and balances it from pixels; `train_recipe` runs them
-one after the other on one policy, each phase a `diffcam.tasks.training.train` run in its own
+one after the other on one policy, each phase a `tasks.training.train` run in its own
 folder (``out/phases/<k>-<name>``: atomic checkpoints, metrics), so that a killed run,
 started again with the same settings, goes on at the phase and iteration it was in. One
 progress bar spans the phases (phase, loss, ETA). A phase with ``check_every`` ends with the
@@ -20,10 +20,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from diffcam.cartpole import StartRanges, random_starts
+
 from .. import training
 from .episodes import SwingUpConfig, SwingUpEpisodes
 from .evaluation import balance_check
-from .starts import StartRanges, random_starts
 
 CURVE = "curve.jsonl"
 PHASES_DIR = "phases"

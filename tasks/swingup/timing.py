@@ -8,9 +8,9 @@ import time
 import torch
 
 import physics
+from diffcam.cartpole import states_from_starts
 
 from .episodes import SwingUpEpisodes
-from .starts import states_from_starts
 
 
 def time_iteration(episodes: SwingUpEpisodes, starts: torch.Tensor, repeats: int = 3) -> dict:
@@ -34,7 +34,7 @@ def time_iteration(episodes: SwingUpEpisodes, starts: torch.Tensor, repeats: int
         backward_{render,policy,physics,recompute,other,total}, plus counts (control_steps,
         steps).
     """
-    from ...profiling import Stopwatch, TimedModule, TimedScene, backward_seconds
+    from diffcam.profiling import Stopwatch, TimedModule, TimedScene, backward_seconds
 
     watch = Stopwatch()
     policy = TimedModule(episodes.policy, watch, "policy")

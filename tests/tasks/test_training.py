@@ -10,7 +10,7 @@ import torch
 import torch.multiprocessing as mp
 
 import diffcam
-from diffcam.tasks import swingup, training
+from tasks import swingup, training
 
 TINY = dict(
     observation="pixels", seconds=0.04, control_every=2, frames=2, bptt_segment=1, width=2, hidden=4

@@ -34,7 +34,7 @@ import torch.distributed as torch_dist
 from torch import nn
 from tqdm import tqdm
 
-from ..plot import save_line_plot
+from diffcam.plot import save_line_plot
 
 __all__ = [
     "CHECKPOINT",

@@ -9,7 +9,7 @@ import torch
 
 import diffcam
 from diffcam.policy import pixel_observer, policy_rollout
-from diffcam.tasks import swingup, training
+from tasks import swingup, training
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

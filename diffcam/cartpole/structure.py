@@ -1,5 +1,5 @@
 """`CartPole`: where the cart and the pole are in a scene's state, and the pole's geometry,
-read from the scene file."""
+read from the scene file; `episode_steps`: an episode's length in physics steps."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 
 from physics.math3d import quat_to_matrix
 
-from ...errors import SceneError
+from ..errors import SceneError
 
 
 def as_floats(value) -> list[float]:
@@ -133,3 +133,10 @@ class CartPole:
                 (anchor + anchor.new_tensor([0.0, 0.0, centre_distance + half])).tolist()
             ),
         )
+
+
+def episode_steps(timestep: float, seconds: float, control_every: int) -> int:
+    """Physics steps for ``seconds`` of simulated time at ``timestep`` (s), rounded to whole
+    control steps of ``control_every`` physics steps (at least one)."""
+    control_steps = max(1, round(seconds / (timestep * control_every)))
+    return control_steps * control_every

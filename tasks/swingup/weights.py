@@ -35,7 +35,7 @@ def load_policy(path: str | Path, max_action: float, train_command: str = "") ->
         if not isinstance(payload, dict) or key not in payload:
             raise ValueError(
                 f"{path}: not a swing-up policy file (no {key!r} entry); expected "
-                "a file written by diffcam.tasks.swingup.save_policy"
+                "a file written by tasks.swingup.save_policy"
             )
     try:
         config = SwingUpConfig(**payload["config"])

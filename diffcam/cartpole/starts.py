@@ -1,5 +1,4 @@
-"""Batched starts: states from (x, theta, x_dot, theta_dot), random starts in ranges and the
-curriculum that widens them."""
+"""Batched starts: states from (x, theta, x_dot, theta_dot) and random starts in ranges."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import torch
 
 import physics
 
-from .cartpole import CartPole
+from .structure import CartPole
 
 
 def _rotation_y(theta: torch.Tensor) -> torch.Tensor:
@@ -110,24 +109,6 @@ class StartRanges:
     def __post_init__(self) -> None:
         if not 0.0 <= self.upright_share <= 1.0:
             raise ValueError(f"StartRanges.upright_share is {self.upright_share}; use 0 to 1")
-
-
-def curriculum_ranges(
-    ranges: StartRanges, iteration: int, iterations: int, first_theta: float = 0.3
-) -> StartRanges:
-    """The start distribution of training iteration ``iteration`` (0-based) of a curriculum
-    that begins near upright and widens to every angle (a reverse curriculum: the controller
-    first learns to balance, then to catch from further down, and last to swing up).
-
-    Over the first ``iterations`` iterations theta is centred on upright (pi) with a half-width
-    growing linearly from ``first_theta`` to pi (at pi every angle, the hanging start
-    included); from then on ``ranges`` as given. x, x_dot and theta_dot keep ``ranges``'.
-    ``iterations`` 0: no curriculum.
-    """
-    if iteration >= iterations:
-        return ranges
-    half = first_theta + (math.pi - first_theta) * iteration / iterations
-    return dataclasses.replace(ranges, theta=half, theta_centre=math.pi)
 
 
 def random_starts(

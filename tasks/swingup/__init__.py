@@ -1,14 +1,20 @@
 """The pendulum-cart swing-up task (Degrave et al. 2019, section 3.4), from pixels or from state.
 
-Pieces, each usable on its own:
+Pieces, each usable on its own. The problem itself is the library's `diffcam.cartpole` (the
+swing-up environment's definition), re-exported here:
 
 - `CartPole`: where the cart and the pole are in a scene's state, and the pole's geometry, read
   from the scene file (the bundled ``pendulum_cart`` or any scene with the same structure).
 - `initial_states`, `random_starts`: batched starts from (x, theta, x_dot, theta_dot).
   theta is the pole's angle about the hinge axis (+y): 0 hanging down, pi upright.
-- `state_features`, `upright_error`, `step_cost`, `swingup_loss`: what the state-based baseline
-  sees, how far the pole is from upright, and the paper's loss; `BalanceWeights`,
-  `balance_cost`, `balance_loss`: the quadratic loss of the recipe's balance phase.
+- `state_features`, `upright_error`, `step_cost`: what the state-based baseline sees, how far
+  the pole is from upright, and the paper's per-step cost.
+
+The training side:
+
+- `swingup_loss`: the paper's loss of a trajectory; `BalanceWeights`, `balance_cost`,
+  `balance_loss`: the quadratic loss of the recipe's balance phase; `curriculum_ranges`: starts
+  that widen from near upright to every angle.
 - `upright_stretches`: evaluation metrics from per-step upright errors.
 - `SwingUpConfig`, `make_policy`, `SwingUpEpisodes`: one batch of episodes as an ``nn.Module``
   (starts -> loss), so that ``DistributedDataParallel`` can wrap it.
@@ -19,28 +25,23 @@ Pieces, each usable on its own:
   recipe as a list of phases, and the runner that trains it in one go (resumable).
 """
 
-from .cartpole import CartPole
-from .cost import (
+from diffcam.cartpole import (
     STATE_FEATURES,
-    BalanceWeights,
-    balance_cost,
-    balance_loss,
+    CartPole,
+    StartRanges,
+    initial_states,
+    random_starts,
     state_features,
+    states_from_starts,
     step_cost,
-    swingup_loss,
     upright_error,
-    upright_stretches,
 )
+
+from .cost import BalanceWeights, balance_cost, balance_loss, swingup_loss, upright_stretches
+from .curriculum import curriculum_ranges
 from .episodes import SwingUpConfig, SwingUpEpisodes, make_policy, motor_limit
 from .evaluation import BalanceCheck, balance_check, evaluate
 from .recipe import PIXEL_BASE, PIXEL_RECIPE, Phase, RecipeResult, train_recipe
-from .starts import (
-    StartRanges,
-    curriculum_ranges,
-    initial_states,
-    random_starts,
-    states_from_starts,
-)
 from .timing import time_iteration
 from .weights import load_policy, save_policy
 

@@ -7,7 +7,7 @@ import torch
 
 import diffcam
 from diffcam.scene import SCENES_DIR, WEIGHTS_DIR
-from diffcam.tasks import swingup
+from tasks import swingup
 
 SCENE = SCENES_DIR / "pendulum_cart.toml"
 
