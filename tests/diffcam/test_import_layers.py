@@ -14,6 +14,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -39,6 +41,7 @@ def task_modules(loaded: set[str]) -> set[str]:
     return {m for m in loaded if m == "tasks" or m.startswith("tasks.")}
 
 
+@pytest.mark.slow
 def test_import_diffcam_leaves_out_tasks_and_utilities():
     loaded = loaded_after("import diffcam")
     assert "diffcam" in loaded
@@ -46,6 +49,7 @@ def test_import_diffcam_leaves_out_tasks_and_utilities():
     assert not task_modules(loaded)
 
 
+@pytest.mark.slow
 def test_the_cartpole_problem_needs_no_task_code_and_no_gymnasium():
     loaded = loaded_after("import diffcam.cartpole")
     assert "diffcam.cartpole" in loaded
@@ -53,12 +57,14 @@ def test_the_cartpole_problem_needs_no_task_code_and_no_gymnasium():
     assert "gymnasium" not in loaded
 
 
+@pytest.mark.slow
 def test_import_physics_loads_no_diffcam():
     loaded = loaded_after("import physics")
     assert "physics" in loaded
     assert not {m for m in loaded if m == "diffcam" or m.startswith("diffcam.")}
 
 
+@pytest.mark.slow
 def test_renderer_does_not_load_physics():
     # `import diffcam.renderer` runs diffcam/__init__.py first, which loads the scene layer and so
     # physics. The renderer itself must not: import it under a bare `diffcam` package.
@@ -100,6 +106,7 @@ def test_no_library_module_imports_the_tasks():
     assert not found, found
 
 
+@pytest.mark.slow
 def test_tasks_import_explicitly():
     loaded = loaded_after(
         f"""
@@ -111,6 +118,7 @@ def test_tasks_import_explicitly():
     assert {"tasks.swingup", "tasks.training", "diffcam.cartpole", "diffcam.plot"} <= loaded
 
 
+@pytest.mark.slow
 def test_no_name_hides_a_submodule():
     """``package.name`` is the submodule ``package/name.py`` wherever both exist (a function
     named like its module would make ``import package.name as m`` give the function)."""
