@@ -11,7 +11,9 @@ instead. Its reverse-mode derivative is a second library, the step's vector-Jaco
 inputs, so a step saves only its inputs), built the first time a backward needs it; rollouts
 under an action sequence build their own libraries through the same program
 (`Program.library`, `physics.aot_rollout`). `_Step` joins the step and its VJP as one autograd
-node per step. Batches below `THREADED_BATCH` have their own builds (`Program`).
+node per step. Gradients to the world's own tensors (a fit of masses or damping) take a third
+library, the VJP to the world's tensor fields as well (`_StepWithWorld`). Batches below
+`THREADED_BATCH` have their own builds (`Program`).
 
 A world structure, dtype and device makes one program, shared by every batch size from 2 up
 (the export specialises a batch axis of 1 away); a single world steps as a pair of identical
@@ -83,10 +85,12 @@ THREADED_BATCH = 512
 @dataclasses.dataclass(frozen=True)
 class Traces:
     """The functions a `Program` builds, on flat tensor lists (see `Program`): ``step`` one
-    step, ``vjp`` its vector-Jacobian product."""
+    step, ``vjp`` its vector-Jacobian product, ``vjp_world`` the same with the gradients of
+    the world's tensor fields (`WORLD_FIELDS`) first."""
 
     step: Callable
     vjp: Callable
+    vjp_world: Callable
 
 
 def cache_dir() -> Path:
@@ -101,8 +105,9 @@ class Program:
     gradients)`` run the libraries on flat tensor lists: the world's tensor fields the step
     reads (`WORLD_FIELDS`), the state's 4 tensors and, when the step takes one, the action
     (B, A); ``vjp`` takes the gradients of the next state's 4 tensors after them and returns
-    those of the state's and the action's. ``library`` builds the rollout's functions
-    (`physics.aot_rollout`).
+    those of the state's and the action's, with ``world=True`` those of the world's tensor
+    fields first (a library of its own, for fits of the world's parameters). ``library``
+    builds the rollout's functions (`physics.aot_rollout`).
 
     Every library comes in two builds, made as batches need them (the VJP on its first
     backward): for batches of `THREADED_BATCH` and more, with its loops split between
@@ -121,7 +126,7 @@ class Program:
         ]
         self.batched = batched  # which inputs have a batch axis
         self._forwards: dict[bool, Callable | None] = {}
-        self._vjps: dict[bool, Callable] = {}
+        self._vjps: dict[tuple[bool, bool], Callable] = {}
         self._libraries: dict[tuple[str, bool], Callable | None] = {}
 
     def forward(self, inputs: list[Tensor]) -> list[Tensor]:
@@ -172,25 +177,29 @@ class Program:
             )
         return self._forwards[threaded]
 
-    def vjp(self, inputs: list[Tensor]) -> list[Tensor]:
+    def vjp(self, inputs: list[Tensor], world: bool = False) -> list[Tensor]:
         threaded = inputs[len(WORLD_FIELDS)].shape[0] >= THREADED_BATCH
-        if threaded not in self._vjps:
+        if (world, threaded) not in self._vjps:
             example = _example(self._inputs, self.batched, threaded)
+            name, trace = (
+                ("vjp_world", self._traces.vjp_world) if world else ("vjp", self._traces.vjp)
+            )
             try:
-                self._vjps[threaded] = _build(
-                    f"{self.key}-vjp-{_kind(threaded)}-{_sizes([t.shape for t in example])}",
-                    lambda: _export_vjp(self._traces.vjp, example, self.batched),
+                self._vjps[world, threaded] = _build(
+                    f"{self.key}-{name}-{_kind(threaded)}-{_sizes([t.shape for t in example])}",
+                    lambda: _export_vjp(trace, example, self.batched),
                 )
             except Exception as error:  # noqa: BLE001 - any failure falls back to eager
                 notices.fall_back(
-                    self.label, self.key, f"aot_vjp:{_kind(threaded)}",
+                    self.label, self.key, f"aot_{name}:{_kind(threaded)}",
                     "ahead-of-time backward", "eager backward",
-                    f"the reduced step's VJP could not be built ahead of time "
-                    f"({type(error).__name__}: {error}); its backward runs eagerly",
+                    f"the reduced step's VJP{' to the world' if world else ''} could not be "
+                    f"built ahead of time ({type(error).__name__}: {error}); its backward runs "
+                    "eagerly",
                 )  # fmt: skip
                 # the same trace, run eagerly
-                self._vjps[threaded] = lambda inputs: list(self._traces.vjp(*inputs))
-        return self._vjps[threaded](inputs)
+                self._vjps[world, threaded] = lambda inputs, trace=trace: list(trace(*inputs))
+        return self._vjps[world, threaded](inputs)
 
     def library(self, name: str, trace: Callable, example: Callable, threaded: bool,
                 through_make_fx: bool, eager_fallback: bool) -> Callable | None:  # fmt: skip
@@ -224,8 +233,8 @@ class _Step(torch.autograd.Function):
     """One step through a `Program`: inputs the state's 4 tensors and the action (if any),
     outputs the next state's 4 tensors; the backward runs the program's VJP on the saved
     inputs. The world's tensors come as one list, not as inputs of the node (autograd would
-    check and save each of them on every step): they get no gradient, since worlds whose
-    tensors require grad take the eager step."""
+    check and save each of them on every step): they get no gradient (`_StepWithWorld` gives
+    them one)."""
 
     @staticmethod
     def forward(ctx, program: Program, world_inputs: list[Tensor], *inputs: Tensor):
@@ -238,6 +247,24 @@ class _Step(torch.autograd.Function):
     def backward(ctx, *grads: Tensor):
         grads = [g.contiguous() for g in grads]
         return (None, None, *ctx.program.vjp([*ctx.world_inputs, *ctx.saved_tensors, *grads]))
+
+
+class _StepWithWorld(torch.autograd.Function):
+    """`_Step` for a world whose tensors require grad: the world's tensor fields the step
+    reads (`WORLD_FIELDS`) are inputs of the node too, and the backward runs the program's
+    VJP to the world (``vjp(..., world=True)``)."""
+
+    @staticmethod
+    def forward(ctx, program: Program, *inputs: Tensor):
+        ctx.program = program
+        ctx.save_for_backward(*inputs)
+        return tuple(program.forward(list(inputs)))
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, *grads: Tensor):
+        grads = [g.contiguous() for g in grads]
+        return (None, *ctx.program.vjp([*ctx.saved_tensors, *grads], world=True))
 
 
 def step_indices(n: int, device: torch.device) -> list[Tensor]:
@@ -261,22 +288,20 @@ LOADED: list[str] = []
 def aot_reduced_step(world: World, state: State, action: Tensor | None) -> State | None:
     """`reduced_step` through the world structure's `Program`, or None where it does not
     serve: an empty batch, forward-mode AD or a functorch transform (the libraries see plain
-    tensors), a world whose own tensors require grad (with grad enabled: the program gives
-    them no gradient), or a structure whose export or build failed. (`compiled_step` asks
+    tensors), or a structure whose export or build failed. (`compiled_step` asks
     `physics.dispatch` first and calls `lookup_step` and `run_step` itself.)"""
     if state.position.shape[0] < 1 or not plain_reverse_mode():
         return None
     found = lookup_step(world, state, action)
-    if found is None or (found.world_grad and torch.is_grad_enabled()):
-        return None
-    return run_step(found, state)
+    return None if found is None else run_step(found, state)
 
 
 @dataclasses.dataclass(frozen=True)
 class Lookup:
     """What stepping a world through its `Program` takes: the program (None if it could not
     be made), the world's tensor fields the step reads (`WORLD_FIELDS`, contiguous), whether
-    any of them requires grad, and the action (B, A) (per world; None for a world without
+    any of them requires grad (with grad enabled: the step then gives them gradients through
+    `_StepWithWorld`), and the action (B, A) (per world; None for a world without
     actuators)."""
 
     program: Program | None
@@ -326,9 +351,9 @@ def paired(world: World, state: State) -> tuple[World, State]:
 
 def run_step(found: Lookup, state: State) -> State | None:
     """One step from ``state`` through ``found.program`` (its forward for this batch built or
-    loaded now if need be; a `_Step` node when gradients flow), or None if there is no
-    program or that build failed. The caller checked that the world's tensors need no
-    gradient."""
+    loaded now if need be; a `_Step` node when gradients flow, a `_StepWithWorld` node when
+    they flow to the world's tensors), or None if there is no program or that build
+    failed."""
     if found.paired:
         state = State(*(t.expand(2, *t.shape[1:]) for t in state.tensors()))
     batch = state.position.shape[0]
@@ -338,7 +363,9 @@ def run_step(found: Lookup, state: State) -> State | None:
     inputs = [t.contiguous() for t in state.tensors()]
     if found.action is not None:
         inputs.append(found.action.contiguous())
-    if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
+    if torch.is_grad_enabled() and found.world_grad:
+        outputs = _StepWithWorld.apply(program, *found.world_inputs, *inputs)
+    elif torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
         outputs = _Step.apply(program, found.world_inputs, *inputs)
     else:
         outputs = program.forward([*found.world_inputs, *inputs])
@@ -368,8 +395,9 @@ def plain_reverse_mode() -> bool:
 def lookup_program(world: World, state: State, action: Tensor | None):
     """The `Program` for this world, state and action (None if it cannot be built), the
     world's tensor fields the step reads (`WORLD_FIELDS`) made contiguous (kept on the
-    world, in its ``__dict__``, while those fields are the same objects), and whether any of
-    them requires grad."""
+    world, in its ``__dict__``, while those fields are the same objects; made afresh each
+    call where one requires grad, so that an optimizer's in-place update is seen and each
+    step has its own graph), and whether any of them requires grad."""
     current = [getattr(world, name) for name in WORLD_FIELDS]
     world_grad = any(t.requires_grad for t in current)
     cached = world.__dict__.get("_aot_steps")
@@ -377,6 +405,8 @@ def lookup_program(world: World, state: State, action: Tensor | None):
         cached = (current, [t.contiguous() for t in current], {})
         world.__dict__["_aot_steps"] = cached
     _, world_inputs, programs = cached
+    if world_grad:
+        world_inputs = [t.contiguous() for t in current]
     tensors = [*state.tensors(), *([] if action is None else [action])]
     batch = state.position.shape[0]
     local = (batch, tuple((t.shape, t.dtype, t.device) for t in tensors))
@@ -400,12 +430,17 @@ def _batched(world_inputs: list[Tensor], tensors: list[Tensor], batch: int) -> l
 
 
 def on_disk(
-    world: World, state: State, action: Tensor | None, backward: bool, rollout: bool = False
+    world: World,
+    state: State,
+    action: Tensor | None,
+    backward: bool,
+    rollout: bool = False,
+    world_grad: bool = False,
 ) -> bool:
     """Whether the libraries that stepping ``world`` from ``state`` with ``action`` (B, A)
     would use are in the disk cache: the forward for this batch size and, with
-    ``backward``, its VJP; with ``rollout``, those of a rollout under an action sequence
-    (`physics.aot_rollout`). Then stepping compiled costs an export and a trace (seconds),
+    ``backward``, its VJP (with ``world_grad``, the VJP to the world's tensors); with
+    ``rollout``, those of a rollout under an action sequence (`physics.aot_rollout`). Then stepping compiled costs an export and a trace (seconds),
     not a build. False where the step is not built ahead of time (maximal coordinates, an
     empty batch); a single world's are its pair's (`paired`)."""
     batch = state.position.shape[0]
@@ -426,7 +461,7 @@ def on_disk(
         names = ROLLOUT_LIBRARIES + (ROLLOUT_VJPS if backward else ())
         return all(_library_path(f"{key}-rollout-{name}-{kind}").exists() for name in names)
     shapes = _example_shapes(inputs, batched, threaded)
-    names = ["forward", "vjp"] if backward else ["forward"]
+    names = ["forward", "vjp_world" if world_grad else "vjp"] if backward else ["forward"]
     return all(_library_path(f"{key}-{n}-{kind}-{_sizes(shapes)}").exists() for n in names)
 
 
@@ -494,7 +529,11 @@ def _traces(world: World, with_action: bool) -> Traces:
         model, state, action, grads = split(flat)
         return tuple(unrolled_vjp(model, State(*state), action, State(*grads)))
 
-    return Traces(step, vjp)
+    def vjp_world(*flat: Tensor) -> tuple[Tensor, ...]:
+        model, state, action, grads = split(flat)
+        return tuple(unrolled_vjp(model, State(*state), action, State(*grads), WORLD_FIELDS))
+
+    return Traces(step, vjp, vjp_world)
 
 
 def _key(signature) -> str:

@@ -12,26 +12,26 @@ compile=False: eager.
 
 compile=None (automatic): the caller's `Tier` chooses between eager and compile=True. Eager
 under forward-mode AD or a functorch transform (the compiled paths serve plain reverse mode);
-for a fit's tier also where gradients flow through the call and in maximal coordinates; then
+for a fit's tier also in maximal coordinates; then
 compiled once the caller's eager calls have cost what compiling costs (``spent >= price``: a
 ski rental) or at once when the compiled libraries are on disk (``ready``); eager until then.
 
 compile=True, a step (`compiled_step`):
 
 1. maximal coordinates: torch.compile.
-2. reduced coordinates, plain reverse mode, an action where the world has actuators, no
-   gradient to the world's tensors the step reads, and no failed build for this structure
-   and kind of batch: the ahead-of-time library (a single world as a pair of identical ones:
-   the libraries serve batches from 2).
+2. reduced coordinates, plain reverse mode, an action where the world has actuators and no
+   failed build for this structure and kind of batch: the ahead-of-time library (a single
+   world as a pair of identical ones: the libraries serve batches from 2; gradients to the
+   world's tensors through a VJP library that gives them too).
 3. otherwise, with grad enabled and any of the world's tensors requiring grad: eager
-   (Inductor's reduced step got those gradients wrong, torch 2.13).
+   (torch.compile's Inductor code of the reduced step got those gradients wrong, torch 2.13).
 4. otherwise torch.compile; where Dynamo's recompile limit was reached for this structure and
    grad mode, torch.compile runs it eagerly.
 
 compile=True, a rollout (`rollout`): under a fixed action sequence in reduced coordinates,
 with rule 2's conditions, ``steps >= 1`` and the rollout's libraries not failed, the whole
-rollout through its own libraries as one autograd node; otherwise step by step, each step as
-above.
+rollout through its own libraries as one autograd node (they give the world's tensors no
+gradient: with such gradients, step by step); otherwise step by step, each step as above.
 """
 
 from __future__ import annotations
@@ -73,7 +73,6 @@ class Tier:
         unit: ``spent``'s and ``price``'s unit ("state-steps", "s").
         ready: the compiled libraries are on disk: compile now.
         shortcut: when ``ready`` turns true, in words (for the reasons).
-        eager_with_gradients: stay eager where gradients flow through the call (a fit).
         reduced_only: stay eager in maximal coordinates (a fit).
     """
 
@@ -83,7 +82,6 @@ class Tier:
     unit: str
     ready: bool = False
     shortcut: str = ""
-    eager_with_gradients: bool = False
     reduced_only: bool = False
 
 
@@ -130,6 +128,12 @@ class Facts:
     rollout_build: Build | None = None
     compiled_before: bool = False
     dynamo_refused: bool = False
+
+    @property
+    def step_world_grad(self) -> bool:
+        """Gradients flow to world tensors the reduced step reads (`WORLD_FIELDS`): the
+        ahead-of-time step takes its VJP to the world for them."""
+        return self.grad_enabled and bool(_STEP_FIELDS.intersection(self.world_grad))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,8 +256,6 @@ def _eager_by_request(f: Facts) -> tuple[str, str] | None:
     tier = f.tier
     if tier is None:
         raise ValueError("compile=None is a caller's automatic choice: give its Tier (tier=...)")
-    if tier.eager_with_gradients and f.grad_enabled and (f.world_grad or f.state_grad):
-        return "gradients", f"{tier.owner}: gradients flow through the call ({_flows(f)})"
     if not f.plain_reverse_mode:
         return "not_plain", (
             "forward-mode AD or a functorch transform: the compiled paths serve plain reverse "
@@ -279,7 +281,7 @@ def _step_route(f: Facts) -> Route:
     if f.formulation == "maximal":
         return _compiled(f, "maximal", "maximal coordinates: only reduced ones are built ahead "
                          "of time")  # fmt: skip
-    blocked = _ahead_of_time_blocked(f, f.step_build, f.ahead_of_time)
+    blocked = _ahead_of_time_blocked(f, f.step_build, f.ahead_of_time, world_grads=True)
     if blocked is None:
         return _route(f, "ahead_of_time", True, "aot", _aot_reason(f), built=_built(f.step_build))
     if f.grad_enabled and f.world_grad:
@@ -295,7 +297,7 @@ def _rollout_route(f: Facts) -> Route:
         elif f.steps is not None and f.steps < 1:
             blocked = ("no_steps", "no steps")
         else:
-            blocked = _ahead_of_time_blocked(f, f.rollout_build, True)
+            blocked = _ahead_of_time_blocked(f, f.rollout_build, True, world_grads=False)
         if blocked is None:
             reason = f"{_aot_reason(f)}, a fixed action sequence"
             built = _built(f.rollout_build)
@@ -316,9 +318,10 @@ def _rollout_route(f: Facts) -> Route:
     return dataclasses.replace(step, kind="rollout", reason=reason, facts=f)
 
 
-def _ahead_of_time_blocked(f: Facts, build: Build | None, allowed: bool):
+def _ahead_of_time_blocked(f: Facts, build: Build | None, allowed: bool, world_grads: bool):
     """(cause, reason) of what keeps a reduced call from the libraries built ahead of time,
-    or None when they serve it."""
+    or None when they serve it; ``world_grads``: whether they give the world's tensors
+    gradients (a step's do, a chained rollout's do not)."""
     if not allowed:
         return "aot_off", "compiled_step(ahead_of_time=False)"
     if f.batch < 1:
@@ -329,8 +332,10 @@ def _ahead_of_time_blocked(f: Facts, build: Build | None, allowed: bool):
     if f.action_missing:
         return "no_action", ("no action (zeros) for a world with actuators: the ahead-of-time "
                              "libraries take one")  # fmt: skip
-    if f.grad_enabled and _STEP_FIELDS.intersection(f.world_grad):
-        return "world_grad", _world_grad_reason(f)
+    if not world_grads and f.step_world_grad:
+        return "world_grad", ("gradients to the world's tensors "
+                              f"({', '.join(f.world_grad)}): the chained rollout's libraries "
+                              "give them none")  # fmt: skip
     if build == "failed":
         return "build_failed", "its ahead-of-time build failed (physics.fallbacks())"
     return None
@@ -354,7 +359,12 @@ def _built(build: Build | None) -> bool | None:
 
 
 def _aot_reason(f: Facts) -> str:
-    grads = "no gradient to the world's tensors" if f.grad_enabled else "no gradients"
+    if not f.grad_enabled:
+        grads = "no gradients"
+    elif f.step_world_grad:
+        grads = f"gradients to the world's {', '.join(f.world_grad)} through the VJP to the world"
+    else:
+        grads = "no gradient to the world's tensors"
     if f.batch == 1:
         return f"reduced coordinates, B=1 stepped as two identical worlds, {grads}"
     return f"reduced coordinates, B={f.batch}, {grads}"
@@ -362,13 +372,8 @@ def _aot_reason(f: Facts) -> str:
 
 def _world_grad_reason(f: Facts) -> str:
     return (f"gradients to the world's tensors ({', '.join(f.world_grad)}) in reduced "
-            "coordinates step eagerly: Inductor's reduced step got them wrong (torch 2.13) and "
-            "the ahead-of-time libraries give them none")  # fmt: skip
-
-
-def _flows(f: Facts) -> str:
-    parts = [f"to the world's {', '.join(f.world_grad)}"] if f.world_grad else []
-    return "; ".join(parts + (["to the initial state"] if f.state_grad else []))
+            "coordinates step eagerly where the ahead-of-time libraries do not serve: "
+            "torch.compile's reduced step got them wrong (torch 2.13)")  # fmt: skip
 
 
 def _amount(x: float) -> str:
@@ -495,8 +500,10 @@ def _gather(world, state, action, steps, policy, actions, requested, tier, ahead
         else:
             first = action
         found = aot.lookup_step(world, state, first)
-        backward = grad and (state_grad or (first is not None and first.requires_grad))
-        look = (world, state, first, backward) if look_on_disk else None
+        backward = grad and bool(
+            state_grad or world_grad or (first is not None and first.requires_grad)
+        )
+        look = (world, state, first, backward, bool(world_grad)) if look_on_disk else None
         step_build = _status(found, batch, None, look)
         if rollout and policy is None:
             rollout_build = _status(found, batch, aot.ROLLOUT_LIBRARIES, look)
@@ -522,8 +529,10 @@ def _status(found, batch: int, names, look) -> Build | None:
     threaded = batch >= aot.THREADED_BATCH
     status = program.status(batch) if names is None else program.library_status(names, threaded)
     if status == "untried" and look is not None:
-        world, state, action, backward = look
-        found_on_disk = aot.on_disk(world, state, action, backward, rollout=names is not None)
+        world, state, action, backward, world_grad = look
+        found_on_disk = aot.on_disk(
+            world, state, action, backward, rollout=names is not None, world_grad=world_grad
+        )
         return "on_disk" if found_on_disk else "to_build"
     return status
 

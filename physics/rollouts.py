@@ -140,9 +140,10 @@ def compiled_step(dtype: torch.dtype, ahead_of_time: bool = True) -> Callable:
     warning. Reduced steps compiled there use a recomputing backward.
 
     Eager `step` stays the reference; the tests check both paths agree. Worlds whose own
-    tensors require grad (system identification) step eagerly in reduced coordinates, since
-    Inductor's code got their gradients wrong (torch 2.13): a fallback, warned once per world
-    structure (`physics.fallbacks`). The first torch.compile of a world structure in a process
+    tensors require grad (system identification) step through the ahead-of-time step with a
+    VJP library that gives those tensors their gradients; where it does not serve, they step
+    eagerly in reduced coordinates, since torch.compile's code got their gradients wrong
+    (torch 2.13): a fallback, warned once per world structure (`physics.fallbacks`). The first torch.compile of a world structure in a process
     is announced (`physics.notices.announce_build`).
     """
     key = (dtype, ahead_of_time)
@@ -184,8 +185,8 @@ def _world_grad_fallback(world: World, route: dispatch.Route) -> None:
     notices.fall_back(
         structure.label, structure.key, "world_grad", "compiled step", "eager",
         f"physics: gradients to the world's tensors ({', '.join(route.facts.world_grad)}) of "
-        f"{structure.label}: compiled_step steps it eagerly (Inductor's reduced step got them "
-        "wrong, torch 2.13; the ahead-of-time libraries give them none)",
+        f"{structure.label}: compiled_step steps it eagerly where the ahead-of-time step does "
+        "not serve (torch.compile's reduced step got them wrong, torch 2.13)",
     )  # fmt: skip
 
 

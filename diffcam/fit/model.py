@@ -45,34 +45,45 @@ class PhysicsTier:
     Compiled stepping costs a build (about ``build_seconds`` here, once per world structure,
     then on disk for every later process) and is then many times faster, so rollouts step
     eagerly until they have cost about what a build costs, or compiled from the start where
-    the libraries are already on disk (`physics.ahead_of_time.on_disk`). Rollouts that
-    gradients flow through step eagerly, and so do models in maximal coordinates (contacts):
-    torch.compile's build of their step took minutes. One tier is shared by every fit of a
-    process.
+    the libraries are already on disk (`physics.ahead_of_time.on_disk`). Where gradients
+    flow through the rollout, its backward's libraries are built too, so the price is
+    ``gradient_build_seconds`` (to the world's tensors: the step and its VJP to the world,
+    stepped one at a time; to the initial state only: the chained rollout's libraries).
+    Models in maximal coordinates (contacts) step eagerly: torch.compile's build of their
+    step took minutes. One tier is shared by every fit of a process.
 
     Attributes:
-        build_seconds: the price of a build (s).
+        build_seconds: the price of a build (s) for rollouts without gradients.
+        gradient_build_seconds: the same where gradients flow through the rollout (s).
         eager_seconds: what eager rollouts have cost so far (s).
     """
 
     build_seconds: float = 40.0
+    gradient_build_seconds: float = 180.0
     eager_seconds: float = 0.0
     announced: bool = False
 
     def tier(self, world, state, actions):
         """This tier's `physics.Tier` for a rollout of ``world`` from ``state`` (B worlds)
-        under ``actions`` (steps, B, A) or None: ready when the rollout's libraries (without
-        gradients) are on disk."""
+        under ``actions`` (steps, B, A) or None: ready when the libraries the rollout would
+        use (with gradients flowing: those of its backward too) are on disk."""
         import physics.ahead_of_time
+        import physics.dispatch
 
-        action = None if actions is None or len(actions) == 0 else actions[0]
-        ready = world.structure.tree is not None and physics.ahead_of_time.on_disk(
-            world, state, action, False, rollout=True
+        steps = 1 if actions is None else max(len(actions), 1)
+        facts = physics.dispatch.rollout_facts(
+            world, state, steps, actions=actions, requested=False
         )
+        action = None if actions is None or len(actions) == 0 else actions[0]
+        to_world = facts.step_world_grad
+        backward = to_world or (facts.grad_enabled and facts.state_grad)
+        ready = world.structure.tree is not None and physics.ahead_of_time.on_disk(
+            world, state, action, backward, rollout=not to_world, world_grad=to_world
+        )
+        price = self.gradient_build_seconds if backward else self.build_seconds
         return physics.Tier(
-            "the fit's PhysicsTier", self.eager_seconds, self.build_seconds, "s", ready=ready,
-            shortcut=", or at once when the libraries are on disk", eager_with_gradients=True,
-            reduced_only=True,
+            "the fit's PhysicsTier", self.eager_seconds, price, "s", ready=ready,
+            shortcut=", or at once when the libraries are on disk", reduced_only=True,
         )  # fmt: skip
 
     def route(self, world, state, steps: int, actions):
@@ -126,10 +137,9 @@ class VideoModel:
         actions: (steps, A) known actions per physics step (the actuators' units) or None.
         image_model: the `ImageModel` whose fields ``image.*`` keys replace.
         to_overrides: optional function from the fitted values to the routed keys.
-        compile_physics: True steps compiled, False eagerly; None (the default) eagerly
-            where gradients flow through the rollout, and elsewhere as `PHYSICS_TIER`
-            decides (compiled once eager rollouts have cost about what a build costs, or
-            from the start when the compiled libraries are on disk).
+        compile_physics: True steps compiled, False eagerly; None (the default) as
+            `PHYSICS_TIER` decides (compiled once eager rollouts have cost about what a
+            build costs, or from the start when the compiled libraries are on disk).
         silhouette_weight: > 0 adds the bodies' coverage, times this weight, as a fourth
             channel of `frames` (for a silhouette term against a foreground mask).
     """

@@ -147,8 +147,8 @@ class Runtime:
             a fit started again with the same file resumes where it stopped.
         frames_per_chunk: frames rendered per chunk (memory only).
         compile_physics: True steps the physics compiled, False eagerly; None (the default)
-            eagerly where gradients flow through it, and elsewhere compiled once eager
-            rollouts have cost about what a build costs (`fit.model.PhysicsTier`).
+            compiled once eager rollouts have cost about what a build costs, or from the
+            start when the libraries are on disk (`fit.model.PhysicsTier`).
         uncertainty: compute the covariance and ``std`` at the end (at most 64 scalars).
     """
 

@@ -88,6 +88,12 @@ TITLES = {
         "`diffcam fit` against OpenCV + SciPy (`bench_real_video.py`)",
         "A pendulum video, each case in a fresh process, one torch thread.",
     ),
+    "fit_gradients": (
+        "A gradient fit of a mass and a damping (`bench_fit_gradients.py`)",
+        "`fit_scene` with Adam on the pendulum-cart's cart mass and rail damping from 2 s of "
+        "rendered frames, the physics eager and on the ahead-of-time step with its VJP to the "
+        "world, in one process, one thread (seconds: lower is better).",
+    ),
 }
 
 

@@ -214,26 +214,40 @@ def unrolled_step(world: World, state: State, action: Tensor | None = None) -> S
 
 
 def unrolled_vjp(
-    world: World, state: State, action: Tensor | None, grads: State
+    world: World,
+    state: State,
+    action: Tensor | None,
+    grads: State,
+    world_fields: tuple[str, ...] = (),
 ) -> tuple[Tensor, ...]:
     """The step's vector-Jacobian product taken with respect to the state's components: the
     gradients of the state's 4 tensors and of the action (if given) from the gradients
-    ``grads`` of the next state's (a State of (B, N, ...) tensors)."""
+    ``grads`` of the next state's (a State of (B, N, ...) tensors). With ``world_fields``
+    (names of the world's tensor fields, `WORLD_FIELDS`), the gradients of those fields come
+    first, each of its field's shape (a field shared by the batch sums its worlds')."""
     batch = state.position.shape[0]
     components = state_components(state)
-    model = model_of(world)
+    n_world = len(world_fields)
+    model = None if n_world else model_of(world)
 
     def step(*free: Tensor) -> tuple[Tensor, ...]:
-        lanes = Lanes.of_flat(list(free[: len(components)]))
-        action_in = free[len(components)] if action is not None else None
-        return tuple(step_lanes(model, lanes, action_in).flat(batch))
+        stepped = model
+        if stepped is None:
+            fields = dict(zip(world_fields, free[:n_world], strict=True))
+            stepped = model_of(dataclasses.replace(world, **fields))
+        lanes = Lanes.of_flat(list(free[n_world : n_world + len(components)]))
+        action_in = free[n_world + len(components)] if action is not None else None
+        return tuple(step_lanes(stepped, lanes, action_in).flat(batch))
 
-    primals = components + ([] if action is None else [action])
+    fields = [getattr(world, name) for name in world_fields]
+    primals = fields + components + ([] if action is None else [action])
     _, pull = torch.func.vjp(step, *primals)
     pulled = pull(tuple(state_components(grads)))
+    state_part = pulled[n_world:]
     return (
-        *stack_state(list(pulled[: len(components)]), batch).tensors(),
-        *pulled[len(components) :],
+        *pulled[:n_world],
+        *stack_state(list(state_part[: len(components)]), batch).tensors(),
+        *state_part[len(components) :],
     )
 
 

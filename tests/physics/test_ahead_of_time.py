@@ -1,6 +1,7 @@
 """The reduced step built ahead of time (`physics.ahead_of_time`): values and gradients against
 the eager step, both builds of its VJP, the disk cache, and the fallbacks."""
 
+import dataclasses
 import logging
 
 import pytest
@@ -329,3 +330,34 @@ def test_forward_mode_ad_is_not_served():
     seen = []
     torch.func.vmap(lambda a: seen.append(ahead_of_time.plain_reverse_mode()) or a)(action)
     assert seen == [False]
+
+
+def test_gradients_to_the_world_take_the_vjp_to_the_world():
+    """A fit's case: the world's own tensors (mass, hinge damping) require grad. A rollout then
+    steps one at a time through the ahead-of-time step, whose backward is the VJP to the
+    world's tensors too: the eager gradients, for a single world (a pair) as for three, and
+    after an optimizer's in-place update of those tensors (no stale copy of them is kept)."""
+    for batch in (3, 1):
+        world = models.cart_pole(theta0=0.7, batch_size=batch, dtype=torch.float32,
+                                 coordinates="reduced", hinge_damping=0.05, tip_mass=0.05)  # fmt: skip
+        leaves = {f: getattr(world, f).detach().clone().requires_grad_(True)
+                  for f in ("mass", "joint_damping")}  # fmt: skip
+        world = dataclasses.replace(world, **leaves)
+        actions = torch.linspace(-2.0, 1.0, 4 * batch).view(4, batch, 1)
+        for _update in range(2):
+            runs = []
+            for compile in (True, False):
+                trajectory = physics.rollout(world, physics.initial_state(world), 4,
+                                             actions=actions, compile=compile)  # fmt: skip
+                if compile:
+                    route = physics.last_route()
+                    assert (route.path, route.chained) == ("ahead_of_time", False), route
+                    assert "through the VJP to the world" in route.reason
+                loss = (trajectory.position[..., 0].square().sum()
+                        + trajectory.angular_velocity[..., 1].sum())  # fmt: skip
+                runs.append((trajectory, torch.autograd.grad(loss, list(leaves.values()))))
+            (built, built_grads), (eager, eager_grads) = runs
+            _assert_same(built, built_grads, eager, eager_grads)
+            with torch.no_grad():  # as an optimizer steps
+                leaves["mass"].mul_(1.5)
+                leaves["joint_damping"].add_(0.1)

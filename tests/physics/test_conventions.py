@@ -414,8 +414,10 @@ def test_compiled_step_gradients_to_world_parameters_match_eager():
     identification fits) through the compiled step of a reduced world, against eager, over 1
     and 3 steps. Under Inductor (torch 2.13) the reduced step's mass gradient was wrong while
     the state's were right, so `compiled_step` steps such worlds eagerly; this pins that the
-    answer is right whichever path it takes. (The maximal step's compiled gradients to the
-    world's tensors agreed with eager when checked; its graphs cost minutes to compile.)"""
+    answer is right whichever path it takes: since the ahead-of-time step has a VJP to the
+    world's tensors, that one (`physics.last_route`). (The maximal step's compiled gradients
+    to the world's tensors agreed with eager when checked; its graphs cost minutes to
+    compile.)"""
     world = models.cart_pole(theta0=0.7, batch_size=3, dtype=torch.float32,
                              coordinates="reduced", hinge_damping=0.05, tip_mass=0.05)  # fmt: skip
     fields = ("mass", "size", "joint_damping", "gravity")
@@ -428,6 +430,9 @@ def test_compiled_step_gradients_to_world_parameters_match_eager():
             state = physics.initial_state(w)
             for _ in range(steps):
                 state = step(w, state, actions)
+            if step is not physics.step:
+                route = physics.last_route()
+                assert route.path == "ahead_of_time" and set(route.facts.world_grad) == set(fields)
             loss = (state.position[..., 0].square().sum() + state.angular_velocity[..., 1].sum()
                     + state.linear_velocity[..., 2].sum())  # fmt: skip
             runs.append(torch.autograd.grad(loss, list(leaves.values())))

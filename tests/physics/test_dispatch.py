@@ -21,8 +21,7 @@ from physics.dispatch import Facts, Tier, decide
 from tests.physics import models
 
 SCENE_TIER = Tier("Scene.compile_after", 0, 500_000, "state-steps", shortcut=", or past 50,000")
-FIT_TIER = Tier("the fit's PhysicsTier", 0.0, 40.0, "s", eager_with_gradients=True,
-                reduced_only=True)  # fmt: skip
+FIT_TIER = Tier("the fit's PhysicsTier", 0.0, 40.0, "s", reduced_only=True)
 
 
 def facts(**changes) -> Facts:
@@ -88,14 +87,17 @@ def test_a_step_with_compile_true():
     assert (refused.path, refused.cause, refused.compile) == ("eager", "recompile_limit", True)
 
 
-def test_gradients_to_the_world_step_a_reduced_world_eagerly():
+def test_gradients_to_the_world_take_its_vjp_library_or_step_eagerly():
     mass = decide(facts(world_grad=("mass",)))
-    assert (mass.path, mass.cause, mass.compile) == ("eager", "world_grad", True)
-    assert "mass" in mass.reason
-    # a field the reduced step does not read keeps the libraries, B = 1 too
-    assert decide(facts(world_grad=("friction",))).path == "ahead_of_time"
-    assert decide(facts(batch=1, world_grad=("friction",))).path == "ahead_of_time"
-    assert decide(facts(batch=1, world_grad=("mass",))).path == "eager"
+    assert (mass.path, mass.cause, mass.compile) == ("ahead_of_time", "aot", True)
+    assert "mass through the VJP to the world" in mass.reason
+    assert decide(facts(batch=1, world_grad=("mass",))).path == "ahead_of_time"
+    # a field the reduced step does not read takes the plain libraries
+    friction = decide(facts(world_grad=("friction",)))
+    assert friction.path == "ahead_of_time" and "VJP to the world" not in friction.reason
+    # where the libraries do not serve, eager rather than torch.compile's reduced step
+    failed = decide(facts(world_grad=("mass",), step_build="failed"))
+    assert (failed.path, failed.cause) == ("eager", "world_grad")
     # without grad nothing is differentiated (the facts then list no field)
     assert decide(facts(grad_enabled=False)).path == "ahead_of_time"
     assert decide(facts(formulation="maximal", world_grad=("mass",))).path == "compiled"
@@ -115,7 +117,8 @@ def test_a_rollout_with_compile_true():
     maximal = decide(dataclasses.replace(base, formulation="maximal"))
     assert (maximal.path, maximal.chained) == ("compiled", False)
     grads = decide(dataclasses.replace(base, world_grad=("mass",)))
-    assert (grads.path, grads.cause) == ("eager", "world_grad")
+    assert (grads.path, grads.chained, grads.cause) == ("ahead_of_time", False, "aot")
+    assert "the chained rollout's libraries give them none: one step at a time" in grads.reason
 
 
 def test_compile_false_and_the_automatic_choice():
@@ -141,8 +144,8 @@ def test_the_fit_tier():
     ready = dataclasses.replace(FIT_TIER, ready=True)
     assert decide(facts(requested=None, tier=ready)).compile
     grads = decide(facts(requested=None, tier=ready, world_grad=("mass",)))
-    assert (grads.path, grads.cause) == ("eager", "gradients") and "mass" in grads.reason
-    assert decide(facts(requested=None, tier=ready, state_grad=True)).cause == "gradients"
+    assert grads.path == "ahead_of_time" and "mass" in grads.reason
+    assert decide(facts(requested=None, tier=ready, state_grad=True)).compile
     maximal = decide(facts(requested=None, tier=ready, formulation="maximal"))
     assert (maximal.path, maximal.cause) == ("eager", "maximal")
     assert decide(facts(requested=None, tier=FIT_TIER)).cause == "warming_up"
@@ -240,23 +243,30 @@ def test_explain_a_scene_rollout_under_actions():
 
 def test_explain_a_fit_with_a_gradient_to_a_mass(monkeypatch):
     """(c) a fit's rollout with a gradient to the pole's mass (a world tensor that requires
-    grad): eager, saying why."""
-    monkeypatch.setattr(fit_model, "PHYSICS_TIER", PhysicsTier())
+    grad): eager while the tier warms up (its price a build of the backward's libraries too),
+    then the ahead-of-time step with its VJP to the world, one step at a time."""
+    tier = PhysicsTier()
+    monkeypatch.setattr(fit_model, "PHYSICS_TIER", tier)
+    monkeypatch.setattr(ahead_of_time, "on_disk", lambda *args, **kwargs: False)
     scene = diffcam.load_scene("pendulum_cart")
     times = torch.arange(4, dtype=torch.float32) * 0.02
     model = VideoModel(scene, times, torch.zeros(7, 1), None)
     mass = torch.tensor(1.0, requires_grad=True)
     route = model.explain({"bodies.pole.mass": mass})
     assert (route.kind, route.path, route.cause, route.compile) == (
-        "rollout", "eager", "gradients", False)  # fmt: skip
-    assert "the fit's PhysicsTier: gradients flow through the call (to the world's mass)" in str(
-        route
-    )
+        "rollout", "eager", "warming_up", False)  # fmt: skip
+    assert f"of {tier.gradient_build_seconds:.0f} s stepped eagerly" in route.reason
     built = model.build({"bodies.pole.mass": mass})
     assert physics.last_route() == route
     built.trajectory.position.sum().backward()
     assert mass.grad is not None
-    with torch.no_grad():  # no gradient: the tier's warm-up decides
+    tier.eager_seconds = tier.gradient_build_seconds + 1
+    paid = model.explain({"bodies.pole.mass": mass})
+    assert (paid.path, paid.chained, paid.compile) == ("ahead_of_time", False, True)
+    assert "mass through the VJP to the world" in paid.reason
+    with torch.no_grad():  # no gradient: the price of the forward's libraries
+        assert model.explain({"bodies.pole.mass": mass}).compile
+        tier.eager_seconds = tier.build_seconds - 1
         assert model.explain({"bodies.pole.mass": mass}).cause == "warming_up"
 
 
