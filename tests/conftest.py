@@ -15,6 +15,7 @@ empties it), and so count as slow too: ``-m "not slow"`` is the quick suite,
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,16 @@ def tiny_pendulum_cart(tmp_path):
         return path
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _fresh_fit_tier(monkeypatch):
+    """Each test its own fit tier (`diffcam.fit.model.PHYSICS_TIER`, otherwise shared by the
+    fits of a process): whether a fit's rollouts compile depends on that fit's own eager
+    time, not on the tests a worker ran before it."""
+    model = sys.modules.get("diffcam.fit.model")
+    if model is not None:
+        monkeypatch.setattr(model, "PHYSICS_TIER", model.PhysicsTier())
 
 
 def pytest_collection_modifyitems(config, items):
