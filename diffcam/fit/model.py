@@ -42,9 +42,10 @@ class PhysicsTier:
     """When a fit's rollouts step compiled (``physics.rollout(..., compile=True)``, the
     ahead-of-time libraries of a tree in joint coordinates) instead of eagerly: a ski rental
     in seconds, given to `physics.dispatch` as a `physics.Tier` (`tier`), which decides.
-    Compiled stepping costs a build (about ``build_seconds`` here, once per world structure,
-    then on disk for every later process) and is then many times faster, so rollouts step
-    eagerly until they have cost about what a build costs, or compiled from the start where
+    Compiled stepping costs a build (about ``build_seconds`` on a 2-core CPU, once per world
+    structure, then on disk for every later process) and is then many times faster, so
+    rollouts step eagerly until they have cost about what a build costs (so a fit pays at most
+    about twice what the better choice in hindsight would have cost), or compiled from the start where
     the libraries are already on disk (`physics.ahead_of_time.on_disk`). Where gradients
     flow through the rollout, its backward's libraries are built too, so the price is
     ``gradient_build_seconds`` (to the world's tensors: the step and its VJP to the world,
@@ -58,8 +59,10 @@ class PhysicsTier:
         eager_seconds: what eager rollouts have cost so far (s).
     """
 
-    build_seconds: float = 40.0
-    gradient_build_seconds: float = 180.0
+    # measured: a pendulum fit's libraries 119 s; a gradient fit's (its VJP to the world) 706 s
+    # for five under a load of 4-5 on 2 cores (docs/performance.md)
+    build_seconds: float = 120.0
+    gradient_build_seconds: float = 300.0
     eager_seconds: float = 0.0
     announced: bool = False
 

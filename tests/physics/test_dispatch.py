@@ -281,7 +281,7 @@ def test_the_fit_tier_switches_as_before(monkeypatch, caplog):
     with torch.no_grad():
         assert not tier.compiles(maximal, physics.initial_state(maximal), actions)
         assert not tier.compiles(world, state, actions)
-        tier.eager_seconds = 41.0
+        tier.eager_seconds = tier.build_seconds + 1
         with caplog.at_level(logging.WARNING):
             assert tier.compiles(world, state, actions) and tier.compiles(world, state, actions)
         assert caplog.text.count("from now on they step compiled") == 1
