@@ -2,15 +2,19 @@
 and backward. Prints one JSON line per configuration. Not part of the test suite.
 
     python benchmarks/bench_swingup.py [--batch 16] [--seconds 0.5] [--observations pixels state]
-        [--control-every 2] [--bptt-segment 25] [--edge-softness 0] [--threads 1]
+        [--control-every 2] [--bptt-segment 25] [--edge-softness 0|SIGMA|antialias] [--threads 1]
         [--downsample 1] [--render-downscale 1] [--compile-physics] [--channels-first]
-        [--also-before] [--record [--note TEXT]]
+        [--also-before] [--cpu-time] [--plain-repeats 3] [--record [--note TEXT]]
 
 ``--also-before`` measures, in the same process and first, the path before issue 38 with the
 same settings otherwise: frames rendered at the camera's full resolution and pooled (render
 downscale 1, downsample x render downscale), the CNN in the default (NCHW) layout, and the
 physics stepped one step at a time (not one rollout call per held action).
-``--channels-first`` runs the CNN in NCHW instead of channels-last.
+``--channels-first`` runs the CNN in NCHW instead of channels-last. ``--cpu-time`` times the
+parts by the process's CPU time instead of wall time (one thread): on a shared machine the
+wall time follows the other jobs (2-3 x the CPU time at a load of 5 on 2 cores); the CPU time
+much less, though it too grows with them (shared caches). Every configuration also times ``--plain-repeats``
+whole iterations without the timers (``iteration_wall``, ``iteration_cpu``: the median).
 
 The forward split is measured; the backward total is measured and split by timing the backward
 of one render / policy call / physics step built separately (see diffcam.profiling). An episode
@@ -25,6 +29,8 @@ import json
 import os
 import resource
 import sys
+import time
+import types
 from pathlib import Path
 
 import torch
@@ -84,6 +90,21 @@ def measure(observation: str, args, before: bool) -> dict:
     # allocations (fresh pages), which a training run pays once.
     swingup.time_iteration(episodes, starts, repeats=1)
     ms = swingup.time_iteration(episodes, starts, repeats=3)
+    # A whole iteration without the timers (forward, backward; the optimizer step is
+    # negligible), wall and CPU time of this process: on a shared machine the CPU time is the
+    # figure that depends less on the other jobs.
+    wall, cpu = [], []
+    for _ in range(args.plain_repeats):
+        w, c = time.perf_counter(), time.process_time()
+        loss, _ = episodes(starts)
+        loss.backward()
+        wall.append(1e3 * (time.perf_counter() - w))
+        cpu.append(1e3 * (time.process_time() - c))
+    policy.zero_grad(set_to_none=True)
+    plain = {
+        "iteration_wall": round(sorted(wall)[len(wall) // 2], 1) if wall else None,
+        "iteration_cpu": round(sorted(cpu)[len(cpu) // 2], 1) if cpu else None,
+    }
     control_steps = ms["control_steps"]
     per_step = {
         f"{k}_per_control_step": round(v / control_steps, 2)
@@ -112,6 +133,8 @@ def measure(observation: str, args, before: bool) -> dict:
         "unit": "ms",
         **ms,
         **per_step,
+        **plain,
+        "clock": "CPU time of this process" if args.cpu_time else "wall",
         "threads": torch.get_num_threads(),
         "load_average_1min": round(os.getloadavg()[0], 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
@@ -127,7 +150,12 @@ def main() -> None:
     parser.add_argument("--observations", nargs="+", default=["pixels", "state"])
     parser.add_argument("--control-every", type=int, default=2)
     parser.add_argument("--bptt-segment", type=int, default=25, help="0: no checkpointing")
-    parser.add_argument("--edge-softness", type=float, default=0.0)
+    parser.add_argument(
+        "--edge-softness",
+        type=lambda v: v if v == "antialias" else float(v),
+        default=0.0,
+        help="sigma in pixels, or antialias",
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--downsample", type=int, default=1, help="frames pooled dxd (1, 2, 4)")
     parser.add_argument(
@@ -144,8 +172,23 @@ def main() -> None:
         action="store_true",
         help="first measure the path before issue 38 (full resolution pooled, NCHW, per step)",
     )
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time the parts by this process's CPU time, not wall time (one thread: less "
+        "dependent on the machine's other jobs)",
+    )
+    parser.add_argument(
+        "--plain-repeats", type=int, default=3, help="untimed whole iterations (median)"
+    )
     add_record_flag(parser)
     args = parser.parse_args()
+    if args.cpu_time:
+        from diffcam import profiling
+        from diffcam.tasks.swingup import timing
+
+        clock = types.SimpleNamespace(perf_counter=time.process_time)
+        profiling.time = timing.time = clock
     RECORD.enable(args.record, note=args.note)
     torch.set_num_threads(args.threads)
     for observation in args.observations:
@@ -159,12 +202,18 @@ def main() -> None:
                     {
                         "path": full["path"],
                         "pass": f"{observation}, {direction}",
+                        "B": full["B"],
+                        "edges": full["edge_softness"],
                         "rendered": full["rendered"] if observation == "pixels" else None,
                         **{
                             ("CNN" if k == "policy" else k): full.get(f"{direction}_{k}")
                             for k in parts
                             if f"{direction}_{k}" in full
                         },
+                        "iteration (untimed)": full[
+                            "iteration_cpu" if args.cpu_time else "iteration_wall"
+                        ],
+                        "clock": "CPU" if args.cpu_time else "wall",
                         "load_1min": full["load_average_1min"],
                     }
                 )

@@ -74,7 +74,7 @@ TITLES = {
     ),
     "swingup": (
         "A swing-up training iteration (`bench_swingup.py`)",
-        "ms per iteration of 16 episodes of 3 s.",
+        "ms per iteration of B episodes of 3 s: wall clock, or (clock CPU) the process's CPU time.",
     ),
     "read_video": (
         "Reading a video (`bench_read_video.py`)",
