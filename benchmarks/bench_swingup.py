@@ -185,7 +185,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.cpu_time:
         from diffcam import profiling
-        from diffcam.tasks.swingup import timing
+        from tasks.swingup import timing
 
         clock = types.SimpleNamespace(perf_counter=time.process_time)
         profiling.time = timing.time = clock
