@@ -503,7 +503,8 @@ def _gather(world, state, action, steps, policy, actions, requested, tier, ahead
         backward = grad and bool(
             state_grad or world_grad or (first is not None and first.requires_grad)
         )
-        look = (world, state, first, backward, bool(world_grad)) if look_on_disk else None
+        to_world = grad and bool(_STEP_FIELDS.intersection(world_grad))
+        look = (world, state, first, backward, to_world) if look_on_disk else None
         step_build = _status(found, batch, None, look)
         if rollout and policy is None:
             rollout_build = _status(found, batch, aot.ROLLOUT_LIBRARIES, look)

@@ -44,9 +44,9 @@ class PhysicsTier:
     in seconds, given to `physics.dispatch` as a `physics.Tier` (`tier`), which decides.
     Compiled stepping costs a build (about ``build_seconds`` on a 2-core CPU, once per world
     structure, then on disk for every later process) and is then many times faster, so
-    rollouts step eagerly until they have cost about what a build costs (so a fit pays at most
-    about twice what the better choice in hindsight would have cost), or compiled from the start where
-    the libraries are already on disk (`physics.ahead_of_time.on_disk`). Where gradients
+    rollouts step eagerly until they have cost about what a build costs (a fit then pays at
+    most about twice what the better choice in hindsight costs), or compiled from the start
+    where the libraries are already on disk (`physics.ahead_of_time.on_disk`). Where gradients
     flow through the rollout, its backward's libraries are built too, so the price is
     ``gradient_build_seconds`` (to the world's tensors: the step and its VJP to the world,
     stepped one at a time; to the initial state only: the chained rollout's libraries).
@@ -59,8 +59,7 @@ class PhysicsTier:
         eager_seconds: what eager rollouts have cost so far (s).
     """
 
-    # measured: a pendulum fit's libraries 119 s; a gradient fit's (its VJP to the world) 706 s
-    # for five under a load of 4-5 on 2 cores (docs/performance.md)
+    # about what the builds cost on a 2-core CPU (docs/performance.md): the bound needs that
     build_seconds: float = 120.0
     gradient_build_seconds: float = 300.0
     eager_seconds: float = 0.0
