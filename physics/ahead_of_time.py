@@ -440,9 +440,11 @@ def on_disk(
     """Whether the libraries that stepping ``world`` from ``state`` with ``action`` (B, A)
     would use are in the disk cache: the forward for this batch size and, with
     ``backward``, its VJP (with ``world_grad``, the VJP to the world's tensors); with
-    ``rollout``, those of a rollout under an action sequence (`physics.aot_rollout`). Then stepping compiled costs an export and a trace (seconds),
-    not a build. False where the step is not built ahead of time (maximal coordinates, an
-    empty batch); a single world's are its pair's (`paired`)."""
+    ``rollout``, those of a rollout under an action sequence (`physics.aot_rollout`). Then
+    stepping compiled costs an export and a trace (seconds), not a build. False where the step
+    is not built ahead of time (maximal coordinates, an empty batch); a single world's are its
+    pair's (`paired`).
+    """
     batch = state.position.shape[0]
     if world.structure.tree is None or batch < 1:
         return False
