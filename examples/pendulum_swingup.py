@@ -247,8 +247,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--train",
         action="store_true",
-        help="run the whole pixel recipe (swingup.PIXEL_RECIPE, every phase) into --out: "
-        "controller.pt, curve.jsonl, learning_curve.png, swingup.mp4; resumable",
+        help="train the pixel controller from scratch into --out (--recipe): controller.pt, "
+        "curve.jsonl, learning_curve.png, swingup.mp4; resumable",
+    )
+    parser.add_argument(
+        "--recipe",
+        choices=("taught", "bptt"),
+        default="taught",
+        help="--train: 'taught' (default): a state teacher trained through the physics, then "
+        "the CNN taught by it on the frames it sees (swingup.imitation); 'bptt': every phase "
+        "of swingup.PIXEL_RECIPE, the gradient through the renderer",
     )
     parser.add_argument(
         "--evaluate", action="store_true", help="evaluate --weights instead of training"
@@ -287,6 +295,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--train and --evaluate: one at a time")
     if args.train and args.observation != "pixels":
         parser.error("--train runs the pixel recipe; the state baseline trains without it")
+    if args.train and args.randomize and args.recipe == "bptt":
+        parser.error("--train --randomize: with --recipe taught (the default) only")
     for key, (full, quick) in QUICK.items():
         if getattr(args, key) is None:
             setattr(args, key, quick if args.quick else full)
@@ -428,12 +438,93 @@ def quick_recipe(phases) -> tuple:
     )
 
 
-def train_recipe(args) -> dict:
-    """--train: every phase of `swingup.PIXEL_RECIPE` from a zero policy, in one process."""
+def quick_dagger() -> swingup.DaggerConfig:
+    """The student's rounds shrunk to a smoke run: 2 rounds of 4 rollouts of 1 s, 5 steps."""
+    return swingup.DaggerConfig(rounds=2, episodes=4, seconds=1.0, fit_steps=5, minibatch=8)
+
+
+def train_taught(args) -> dict:
+    """--train (--recipe taught): the state teacher, then the pixel student, in one process."""
     import time
 
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise ValueError("--train runs in one process; start it without torchrun")
+    from diffcam.randomize import Randomization
+
+    began, began_cpu = time.perf_counter(), time.process_time()
+    device = torch.device(args.device)
+    base = dataclasses.replace(swingup.TEACHER_BASE, compile_physics=args.compile_physics)
+    phases = quick_recipe(swingup.TEACHER_RECIPE) if args.quick else swingup.TEACHER_RECIPE
+    dagger = quick_dagger() if args.quick else swingup.DaggerConfig()
+    randomization = Randomization.moderate() if args.randomize else None
+    student, teacher, result = swingup.train_taught(
+        lambda batch: diffcam.load_scene(args.scene, batch_size=batch, device=device),
+        args.out,
+        swingup.motor_limit(diffcam.load_scene(args.scene)),
+        seed=args.seed,
+        dagger_config=dagger,
+        randomization=randomization,
+        teacher_phases=phases,
+        teacher_base=base,
+        describe={"scene": args.scene.name, "init_seed": args.seed},
+    )
+    info = {
+        "training_episodes": result.episodes,
+        "recipe": "taught",
+        "teacher_recipe": [dataclasses.asdict(p) for p in phases],
+        "dagger": dataclasses.asdict(dagger),
+        "randomization": None if randomization is None else randomization.to_dict(),
+    }
+    weights = swingup.save_policy(args.out / "controller.pt", student, result.config, **info)
+    swingup.save_policy(
+        args.out / "teacher.pt", teacher, result.teacher.config,
+        training_episodes=result.teacher.episodes,
+    )  # fmt: skip
+    rows = [
+        *({"stage": "teacher", **r} for r in result.teacher.rows),
+        *({"stage": "student", **r} for r in result.rounds),
+    ]
+    training.atomic_write_text(
+        "".join(json.dumps(r) + "\n" for r in rows), args.out / "curve.jsonl"
+    )
+    training.plot_learning_curve(
+        [
+            {
+                "episodes": result.teacher.episodes + r["round"] * dagger.episodes,
+                "loss": r["loss"],
+                "student_upright": r["student_upright"],
+            }
+            for r in result.rounds
+        ],
+        args.out / training.LEARNING_CURVE,
+        "pixel student after each round: squared action error (motor-limit units), "
+        "share of its rollouts upright",
+    )
+    video = args.out / "swingup.mp4"
+    report = swingup.evaluate(
+        args.scene, student, result.config, starts=0, seconds=10.0, video=video
+    )
+    checks = [c for c in result.teacher.checks if c["phase"] == result.teacher.checks[-1]["phase"]]
+    return {
+        "out": str(args.out),
+        "recipe": "taught",
+        "randomize": bool(args.randomize),
+        "training_episodes": result.episodes,
+        "teacher_episodes": result.teacher.episodes,
+        "teacher_balance_checks": checks if result.teacher.checks else [],
+        "rounds": result.rounds,
+        "hanging_upright_seconds_10s": report["hanging_upright_seconds"],
+        "wall_seconds_this_process": round(time.perf_counter() - began, 1),
+        "cpu_seconds_this_process": round(time.process_time() - began_cpu, 1),
+        "controller": str(weights),
+        "curve": str(args.out / "curve.jsonl"),
+        "video": str(video),
+    }
+
+
+def train_recipe(args) -> dict:
+    """--train --recipe bptt: every phase of `swingup.PIXEL_RECIPE` from a zero policy, in
+    one process."""
+    import time
+
     began, began_cpu = time.perf_counter(), time.process_time()
     device = torch.device(args.device)
     base = dataclasses.replace(swingup.PIXEL_BASE, compile_physics=args.compile_physics)
@@ -535,7 +626,12 @@ def main(argv=None) -> int:
         if args.evaluate:
             result = evaluate(args)
         else:
-            result = train_recipe(args) if args.train else train(args)
+            if args.train:
+                if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+                    raise ValueError("--train runs in one process; start it without torchrun")
+                result = train_taught(args) if args.recipe == "taught" else train_recipe(args)
+            else:
+                result = train(args)
     except (FileNotFoundError, FileExistsError, ValueError) as e:  # the user's to fix: no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2

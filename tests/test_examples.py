@@ -156,10 +156,45 @@ def test_pendulum_swingup_quick_evaluation(tmp_path, kind, episodes):
 
 
 def test_pendulum_swingup_one_command_training_then_its_evaluation(tmp_path):
-    # --train runs every phase of the recipe (quick: one iteration of 2 episodes each) into
-    # --out; run again, it finds every phase done and only writes the results again.
+    # --train (the taught recipe) trains the state teacher (quick: one iteration of 2
+    # episodes per phase), then the pixel student (2 rounds) into --out; run again, it finds
+    # both done and only writes the results again.
     out = tmp_path / "run"
     report, stderr = run_example("pendulum_swingup", "--train", "--quick", "--out", str(out))
+    from tasks import swingup
+
+    phases = swingup.TEACHER_RECIPE
+    assert report["recipe"] == "taught" and not report["randomize"]
+    assert report["teacher_episodes"] == 2 * len(phases)
+    assert [r["round"] for r in report["rounds"]] == [1, 2]
+    assert report["training_episodes"] == 2 * len(phases) + 2 * 4  # 2 rounds of 4 rollouts
+    assert "phase 1/" in stderr and "student: round 2/2 fit" in stderr
+    rows = [json.loads(line) for line in (out / "curve.jsonl").read_text().splitlines()]
+    assert [r["stage"] for r in rows] == ["teacher"] * len(phases) + ["student"] * 2
+    _, config, info = swingup.load_policy(out / "controller.pt", 30.0)
+    assert config == swingup.PIXEL_BASE and info["recipe"] == "taught"
+    _, teacher_config, _ = swingup.load_policy(out / "teacher.pt", 30.0)
+    assert teacher_config.observation == "state"
+    assert teacher_config.control_every == config.control_every
+    assert video_frames(out / "swingup.mp4") > 200  # 10 s from the hanging start at 25 fps
+    again, _ = run_example("pendulum_swingup", "--train", "--quick", "--out", str(out))
+    assert again["rounds"] == report["rounds"]  # nothing re-run (the times are the saved ones)
+
+    evaluation, _ = run_example(
+        "pendulum_swingup", "--evaluate", "--quick", "--weights", str(out / "controller.pt"),
+        "--out", str(tmp_path),
+    )  # fmt: skip
+    assert evaluation["starts"] == 3 and evaluation["training_episodes"] == 2 * len(phases) + 8
+
+
+def test_pendulum_swingup_one_command_bptt_recipe_then_its_evaluation(tmp_path):
+    # --train --recipe bptt runs every phase of PIXEL_RECIPE (quick: one iteration of 2
+    # episodes each) into --out; run again, it finds every phase done and only writes the
+    # results again.
+    out = tmp_path / "run"
+    report, stderr = run_example(
+        "pendulum_swingup", "--train", "--recipe", "bptt", "--quick", "--out", str(out)
+    )
     from tasks import swingup
 
     names = [p.name for p in swingup.PIXEL_RECIPE]
@@ -177,7 +212,9 @@ def test_pendulum_swingup_one_command_training_then_its_evaluation(tmp_path):
     assert config.gradient_decay == swingup.PIXEL_RECIPE[-1].gradient_decay
     assert info["training_episodes"] == 2 * len(names) and len(info["recipe"]) == len(names)
     assert video_frames(out / "swingup.mp4") > 200  # 10 s from the hanging start at 25 fps
-    again, _ = run_example("pendulum_swingup", "--train", "--quick", "--out", str(out))
+    again, _ = run_example(
+        "pendulum_swingup", "--train", "--recipe", "bptt", "--quick", "--out", str(out)
+    )
     assert again["training_episodes"] == report["training_episodes"]
     assert again["training_wall_seconds"] == report["training_wall_seconds"]  # nothing re-run
 

@@ -18,6 +18,7 @@ time, since the renderer takes one texture per body per call.
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import torch
@@ -88,6 +89,21 @@ class RandomizedScene:
 
     def __repr__(self) -> str:
         return f"RandomizedScene({self.base!r})"
+
+    def downscaled(self, factor: int) -> RandomizedScene:
+        """The same episodes seen through the nominal camera `downscaled` by ``factor``
+        (`diffcam.PinholeCamera.downscaled`: about 1 / factor^2 of the pixels to draw): the
+        same poses, focal scales, colours, light and noise seeds; the principal-point offsets
+        (pixels) are divided by ``factor`` with the camera. A new scene with its own noise
+        generators and static-layer cache."""
+        factor = int(factor)
+        if factor == 1:
+            return self
+        base = self.base.view(camera=self.base.camera.downscaled(factor))
+        params = dataclasses.replace(
+            self.params, principal_point=self.params.principal_point / factor
+        )
+        return RandomizedScene(base, params, self.randomization)
 
     # ------------------------------------------------------------------ set-up
     def _active(self, name: str) -> bool:

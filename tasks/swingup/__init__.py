@@ -21,8 +21,11 @@ The training side:
 - `evaluate`: long no-grad rollouts from the hanging start and random starts, plus a video;
   `balance_check`: a cheap look of the same kind (`BalanceCheck`), to pick a run's best weights.
 - `save_policy`, `load_policy`: the weights file the example ships.
-- `Phase`, `PIXEL_RECIPE`, `PIXEL_BASE`, `train_recipe`: the pixel controller's training
-  recipe as a list of phases, and the runner that trains it in one go (resumable).
+- `Phase`, `PIXEL_RECIPE`, `PIXEL_BASE`, `train_recipe`: a training recipe as a list of
+  phases, and the runner that trains it in one go (resumable); `PIXEL_RECIPE` trains the
+  pixel controller with every gradient through the renderer (the paper's way).
+- `train_taught` (`TEACHER_RECIPE`, `DaggerConfig`, `dagger`): the pixel controller taught by
+  a state controller trained through the physics (the example's default ``--train``).
 """
 
 from diffcam.cartpole import (
@@ -41,11 +44,27 @@ from .cost import BalanceWeights, balance_cost, balance_loss, swingup_loss, upri
 from .curriculum import curriculum_ranges
 from .episodes import SwingUpConfig, SwingUpEpisodes, make_policy, motor_limit
 from .evaluation import BalanceCheck, balance_check, evaluate
+from .imitation import (
+    TEACHER_BASE,
+    TEACHER_RECIPE,
+    DaggerConfig,
+    Demonstrations,
+    TaughtResult,
+    dagger,
+    train_taught,
+)
 from .recipe import PIXEL_BASE, PIXEL_RECIPE, Phase, RecipeResult, train_recipe
 from .timing import time_iteration
 from .weights import load_policy, save_policy
 
 __all__ = [
+    "TEACHER_BASE",
+    "TEACHER_RECIPE",
+    "DaggerConfig",
+    "Demonstrations",
+    "TaughtResult",
+    "dagger",
+    "train_taught",
     "PIXEL_BASE",
     "PIXEL_RECIPE",
     "STATE_FEATURES",

@@ -63,7 +63,8 @@ class SwingUpConfig:
         144 x 48), about render_downscale^2 times fewer pixels to draw and differentiate than
         rendering at full resolution and pooling (``downsample``), which it replaces. Edge
         softness is in the smaller image's pixels. Videos and evaluation videos stay at full
-        resolution. Not with domain randomisation (yet).
+        resolution. A `RandomizedScene` is seen through its own cameras downscaled
+        (`RandomizedScene.downscaled`).
     downsample: each rendered frame is averaged over downsample x downsample pixel blocks
         before the policy sees it (`pixel_observer`). The network's first layer is built for
         the product render_downscale x downsample (`PixelPolicy`'s ``downsample``).
@@ -170,14 +171,18 @@ class SwingUpEpisodes(nn.Module):
         factor = self.config.render_downscale
         if factor == 1:
             return scene
-        if not hasattr(scene, "view"):  # e.g. a RandomizedScene: draws its own cameras
-            raise ValueError(
-                f"SwingUpConfig.render_downscale = {factor} needs a plain diffcam.Scene "
-                f"(got {type(scene).__name__}); domain randomisation renders at full resolution"
-            )
         kept = self._views.get(id(scene))
         if kept is None or kept[0] is not scene:
-            kept = (scene, scene.view(camera=scene.camera.downscaled(factor)))
+            if hasattr(scene, "downscaled"):  # a RandomizedScene: its cameras, downscaled
+                view = scene.downscaled(factor)
+            elif hasattr(scene, "view"):
+                view = scene.view(camera=scene.camera.downscaled(factor))
+            else:
+                raise ValueError(
+                    f"SwingUpConfig.render_downscale = {factor} needs a diffcam.Scene or a "
+                    f"RandomizedScene (got {type(scene).__name__})"
+                )
+            kept = (scene, view)
             self._views[id(scene)] = kept
         return kept[1]
 

@@ -12,6 +12,7 @@ weights its `balance_check`s judged best (kept in ``best.pt``), not its last one
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from collections.abc import Sequence
@@ -160,6 +161,7 @@ def train_recipe(
     clip_norm: float = 1.0,
     progress: bool = True,
     describe: dict | None = None,
+    bar=None,
 ) -> RecipeResult:
     """Train ``policy`` through ``phases`` in order, resuming a killed run where it stopped.
 
@@ -183,6 +185,8 @@ def train_recipe(
         clip_norm: gradient L2 norm limit.
         progress: one tqdm bar over every phase's iterations: phase, loss, ETA.
         describe: JSON-able settings of the caller, stored with each phase's checkpoint.
+        bar: a tqdm bar of the caller's to advance (and describe) instead of a new one: one
+            bar over a longer run (its total set by the caller, ``progress`` then ignored).
 
     Returns:
         `RecipeResult`.
@@ -201,7 +205,13 @@ def train_recipe(
     rows: list[dict] = []
     checks: list[dict] = []
     config = phases[0].config(base)
-    with tqdm(total=total, initial=done, unit="it", disable=not progress) as bar:
+    own = bar is None
+    if own:
+        bar = tqdm(total=total, initial=done, unit="it", disable=not progress)
+    else:
+        bar.update(done)
+        progress = not bar.disable
+    with contextlib.nullcontext() if not own else bar:
         for k, phase in enumerate(phases):
             config = phase.config(base)
             if phase.batch not in scenes:

@@ -154,6 +154,24 @@ def test_identity_is_the_plain_render_exactly(scene3):
     assert torch.equal(*grads)
 
 
+def test_downscaled_is_the_same_episodes_through_the_downscaled_camera(scene3):
+    # each episode through its camera at half the resolution (PinholeCamera.downscaled: the
+    # principal-point offset halved with the rest): about the 2 x 2 block means of its own
+    # full-resolution render, further from another episode's
+    r = Randomization.moderate(noise_std=(0.0, 0.0), shot_noise=(0.0, 0.0))
+    full = randomize(scene3, r, gen(4))
+    small = full.downscaled(2)
+    for name in ("fx", "fy", "cx", "cy"):
+        torch.testing.assert_close(getattr(small.camera, name), getattr(full.camera, name) / 2)
+    assert (small.camera.width, small.camera.height) == (36, 12)
+    state = moved(scene3)
+    image, pooled = small.render(state), torch.nn.functional.avg_pool2d(full.render(state), 2)
+    assert image.shape == (3, 3, 12, 36)
+    own = (image - pooled).abs().mean()
+    assert own < 0.03 and own < 0.5 * (image - pooled.roll(1, 0)).abs().mean()
+    assert full.downscaled(1) is full
+
+
 def test_each_episode_is_the_scene_drawn_with_its_render_arguments(scene3):
     """The per-episode path = the plain scene at batch 1 given that episode's light,
     background and camera through its own render arguments and overrides."""
