@@ -1,40 +1,45 @@
-"""Swing-up of the pendulum-cart from pixels, by backpropagation through time (Degrave et al.
-2019, section 3.4): a CNN sees the last 3 frames of the camera and pushes the cart; the loss
-(the pole tip's distance from upright plus a small speed penalty, averaged over every step) is
-backpropagated through the physics, the renderer and the network.
+"""Swing-up of the pendulum-cart from pixels (Degrave et al. 2019, section 3.4): a CNN sees the
+last 3 frames of the camera and pushes the cart.
 
-    python examples/pendulum_swingup.py --train --out DIR   # the whole pixel recipe, one command
+    python examples/pendulum_swingup.py --train --out DIR   # from scratch, one command, minutes
     python examples/pendulum_swingup.py --evaluate --weights DIR/controller.pt   # 90 s, 21 starts
+    python examples/pendulum_swingup.py --train --randomize --out DIR   # under every look
+    python examples/pendulum_swingup.py --evaluate --randomize --randomize-seed 1   # ... judged so
     python examples/pendulum_swingup.py --evaluate          # the shipped weights
-    python examples/pendulum_swingup.py                     # one phase, its settings as options
+    python examples/pendulum_swingup.py --train --recipe bptt --out DIR   # the paper's way: BPTT
+    python examples/pendulum_swingup.py                     # one BPTT phase, settings as options
     python examples/pendulum_swingup.py --state             # the baseline that reads the true state
     torchrun --nproc-per-node 2 examples/pendulum_swingup.py    # one phase, batch over 2 processes
-    python examples/pendulum_swingup.py --randomize ...     # domain randomisation per episode
-    python examples/pendulum_swingup.py --evaluate --randomize --randomize-seed 1   # ... in evaluation
     python examples/pendulum_swingup.py [--train] --quick   # a smoke run of training, seconds
     python examples/pendulum_swingup.py --evaluate --quick  # ... of the evaluation
 
-``--train`` runs every phase of the recipe, `tasks.swingup.PIXEL_RECIPE` (a list of
-`Phase`: iterations, batch, learning rates, gradient decay, edge softness; the settings they
-share are `PIXEL_BASE`: frames rendered at 144 x 48, control at 25 Hz, compiled physics), from
-a zero policy, in one process, with a progress bar (phase, loss, ETA); the last phase, on the
-quadratic balance loss from starts near upright, ends with the weights its balance checks
-judged best, and the JSON line lists those checks. Each phase trains in
-DIR/phases/<k>-<name> with atomic checkpoints: killed and started again with the same command,
-it goes on at the phase and iteration it was in. It ends by writing DIR/controller.pt (copy it
-to diffcam/data/weights/pendulum_swingup_pixels.pt to ship it), curve.jsonl (every iteration of
-every phase), learning_curve.png and swingup.mp4 (10 s from the hanging start), then prints one
-JSON line. ``--seed`` seeds the initial weights and the starts; ``--out``, ``--scene``,
-``--device``, ``--threads``, ``--save-every`` and ``--no-compile-physics`` apply, the other
-training options do not (they set up the single-phase run below).
+``--train`` (``--recipe taught``, the default; `tasks.swingup.train_taught`) trains a state
+controller by backpropagation through the physics (`TEACHER_RECIPE`), then teaches the CNN to
+act as it does on the frames of the states the CNN itself visits (DAgger rounds,
+`DaggerConfig`; with ``--randomize`` each rollout under its own `Randomization.moderate()` look,
+`RANDOMIZED_DAGGER`), in one process, with one progress bar (stage, loss, ETA). Killed and
+started again with the same command, it goes on where it stopped (DIR/teacher/phases/...,
+DIR/student/checkpoint.pt, atomic writes). It ends by writing DIR/controller.pt (copy it to
+diffcam/data/weights/pendulum_swingup_pixels.pt, or ..._pixels_randomized.pt, to ship it),
+teacher.pt, curve.jsonl, learning_curve.png and swingup.mp4 (10 s from the hanging start),
+then prints one JSON line. ``--seed`` seeds the initial weights and every draw; ``--out``,
+``--scene``, ``--device``, ``--threads``, ``--randomize`` and ``--no-compile-physics`` apply,
+the other training options do not (they set up the single-phase run below).
 
-Without ``--train`` the example trains one phase with the options given (the defaults: the
-recipe's first phase at full resolution, pooled 2x2), resuming from ``--out``/checkpoint.pt
+``--train --recipe bptt`` runs every phase of `tasks.swingup.PIXEL_RECIPE` (the gradient of the
+paper's loss through the physics, the renderer and the network; frames at 144 x 48, control at
+25 Hz), ending with the weights its balance checks judged best, in DIR/phases/<k>-<name>
+(``--save-every`` applies). It passed on one seed of two and takes about 25 CPU-minutes;
+docs/tutorials/swingup.md has its runs.
+
+Without ``--train`` the example trains one BPTT phase with the options given (the defaults:
+the recipe's first phase at full resolution, pooled 2x2), resuming from ``--out``/checkpoint.pt
 when there is one (``--no-resume`` refuses to touch an existing run), and ends by writing
 policy.pt, learning_curve.png and swingup.mp4 there. ``--init`` starts from earlier weights.
 
 ``--quick`` runs the whole path small: training 2 iterations of 2 episodes of 0.5 s (with
-``--train``: one such iteration per phase, no balance checks), eager physics, a checkpoint
+``--train``: one such iteration per phase, no balance checks, and 2 DAgger rounds of 4
+rollouts of 1 s), eager physics, a checkpoint
 after each, into a new temporary folder (its path is in the JSON line; under torchrun give
 --out), then the usual 10 s evaluation video; ``--evaluate --quick`` 2 random starts and the hanging one for 5 s.
 Options given explicitly override these. Neither trains nor judges a controller.
@@ -43,36 +48,11 @@ Options given explicitly override these. Neither trains nor judges a controller.
 training_episodes (see tasks.swingup.evaluate for the definitions); it passes when
 success_rate is 1 (21 / 21 starts upright at the end of 90 s) and upright_seconds_min >= 60.
 
-The shipped pixel controller is ``--train``'s (one command, seed 1: ``python
-examples/pendulum_swingup.py --train --seed 1 --out DIR``; 3,280 episodes, 21 / 21 at
-``--evaluate``, each start held >= 78.1 s). Seed 0 of the same recipe did not pass (20 / 21);
-docs/tutorials/swingup.md has both runs. The controller shipped before it (git 2410490) was
-trained at full resolution pooled 2x2 by three commands:
-
-    torchrun --nproc-per-node 2 examples/pendulum_swingup.py --out out/swingup_pixels
-    torchrun --nproc-per-node 2 examples/pendulum_swingup.py --init out/swingup_pixels/policy.pt \
-        --out out/pixels_093 --iterations 40 --lr 3e-4 --lr-final 3e-4 --gradient-decay 0.93
-    torchrun --nproc-per-node 2 examples/pendulum_swingup.py --init out/pixels_093/policy.pt \
-        --out out/pixels_soft --iterations 60 --lr 3e-4 --lr-final 3e-4 --gradient-decay 0.98 \
-        --edge-softness 1
-
-The shipped state baseline:
+The shipped pixel controllers are ``--train``'s, seed 0, plain and with ``--randomize``;
+docs/tutorials/swingup.md has their runs and evaluations. The shipped state baseline:
 
     python examples/pendulum_swingup.py --state --iterations 290 --batch 16 --lr 1e-2 \
         --control-every 2 --settle-decay 0.98 --settle-from 251
-
-The best domain-randomised fine-tune so far, of the controller shipped before (its weights
-from git 2410490: the new one renders at 144 x 48, which randomisation does not do yet;
-docs/tutorials/swingup.md, "Under domain randomisation"; 21 / 21 on the plain scene, not yet
-on every randomised one):
-
-    python examples/pendulum_swingup.py --randomize --out out/rz_a \
-        --init diffcam/data/weights/pendulum_swingup_pixels.pt \
-        --iterations 150 --lr 1e-3 --lr-final 3e-4 --gradient-decay 0.93
-    python examples/pendulum_swingup.py --randomize --init out/rz_a/policy.pt --out out/rz_b \
-        --iterations 60 --lr 3e-4 --lr-final 3e-4 --gradient-decay 0.98 --edge-softness 1
-    python examples/pendulum_swingup.py --randomize --init out/rz_b/policy.pt --out out/rz_c \
-        --iterations 100 --lr 3e-4 --lr-final 1e-4 --gradient-decay 0.98 --edge-softness 1
 """
 
 from __future__ import annotations
@@ -233,8 +213,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--threads",
         type=int,
-        help="torch CPU threads per process (default: 1 for training, fastest with a process "
-        "per core; all cores for --evaluate, one process)",
+        help="torch CPU threads per process (default: 1 for BPTT training, fastest with a "
+        "process per core; all cores for --train (taught) and --evaluate, one process)",
     )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--scene", type=Path, default=SCENE)
@@ -262,7 +242,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--evaluate", action="store_true", help="evaluate --weights instead of training"
     )
     parser.add_argument(
-        "--weights", type=Path, help="default diffcam/data/weights/pendulum_swingup_KIND.pt"
+        "--weights",
+        type=Path,
+        help="default diffcam/data/weights/pendulum_swingup_KIND.pt (with --randomize: the "
+        "randomised pixel controller, pendulum_swingup_pixels_randomized.pt)",
     )
     parser.add_argument(
         "--starts", type=int, help="random starts (evaluation; default 20, quick 2)"
@@ -307,7 +290,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.out = args.out or ROOT / "out" / (
         "swingup_train" if args.train else f"swingup_{args.observation}"
     )
-    name = f"pendulum_swingup_{args.observation}.pt"
+    randomized = "_randomized" if args.randomize and args.observation == "pixels" else ""
+    name = f"pendulum_swingup_{args.observation}{randomized}.pt"
     args.weights = args.weights or WEIGHTS_DIR / name
     return args
 
@@ -453,7 +437,8 @@ def train_taught(args) -> dict:
     device = torch.device(args.device)
     base = dataclasses.replace(swingup.TEACHER_BASE, compile_physics=args.compile_physics)
     phases = quick_recipe(swingup.TEACHER_RECIPE) if args.quick else swingup.TEACHER_RECIPE
-    dagger = quick_dagger() if args.quick else swingup.DaggerConfig()
+    dagger = swingup.RANDOMIZED_DAGGER if args.randomize else swingup.DaggerConfig()
+    dagger = quick_dagger() if args.quick else dagger
     randomization = Randomization.moderate() if args.randomize else None
     student, teacher, result = swingup.train_taught(
         lambda batch: diffcam.load_scene(args.scene, batch_size=batch, device=device),
@@ -465,6 +450,7 @@ def train_taught(args) -> dict:
         teacher_phases=phases,
         teacher_base=base,
         describe={"scene": args.scene.name, "init_seed": args.seed},
+        device=device,
     )
     info = {
         "training_episodes": result.episodes,
@@ -620,7 +606,8 @@ def main(argv=None) -> int:
     if args.threads is not None and args.threads < 1:
         print("--threads must be at least 1", file=sys.stderr)
         return 2
-    if args.threads is not None or not args.evaluate:
+    one_process = args.evaluate or (args.train and args.recipe == "taught")
+    if args.threads is not None or not one_process:
         torch.set_num_threads(args.threads or 1)
     try:
         if args.evaluate:

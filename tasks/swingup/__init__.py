@@ -45,6 +45,7 @@ from .curriculum import curriculum_ranges
 from .episodes import SwingUpConfig, SwingUpEpisodes, make_policy, motor_limit
 from .evaluation import BalanceCheck, balance_check, evaluate
 from .imitation import (
+    RANDOMIZED_DAGGER,
     TEACHER_BASE,
     TEACHER_RECIPE,
     DaggerConfig,
@@ -58,6 +59,7 @@ from .timing import time_iteration
 from .weights import load_policy, save_policy
 
 __all__ = [
+    "RANDOMIZED_DAGGER",
     "TEACHER_BASE",
     "TEACHER_RECIPE",
     "DaggerConfig",

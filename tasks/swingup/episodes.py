@@ -43,8 +43,8 @@ class SwingUpConfig:
         a short horizon (gradient decay 0.9), not to settle the balance at a long one (0.98),
         where the hard-edged closed loop's gradient exploded; 1 px did that. The default
         stays 0 (hard edges), unlike the renderer's (antialiased edges): it is the measured
-        recipe's first phase (docs/tutorials/swingup.md), and the shipped weights store
-        their own value (1.0, the fine-tune's). ``"antialias"``: the renderer's antialiased
+        recipe's first phase (docs/tutorials/swingup.md), and weights files store their
+        own value. ``"antialias"``: the renderer's antialiased
         edges (`diffcam.render`), each edge pixel covered in proportion.
     speed_weight: weight of the tip-speed penalty (s^2/m).
     target: the loss's target for the tip, "fixed" or "cart" (see `step_cost`).

@@ -97,6 +97,7 @@ def evaluate(
     progress: bool = True,
     randomization=None,
     randomization_seed: int = 0,
+    hold_seconds: float = 60.0,
 ) -> dict:
     """Roll the policy out from the hanging start and ``starts`` random ones, all at once.
 
@@ -118,12 +119,15 @@ def evaluate(
         randomization: optional `diffcam.randomize.Randomization`: each rollout sees the
             scene with its own per-episode randomisation, drawn from a generator seeded with
             ``randomization_seed`` (None, the default: the scene as the file draws it).
+        hold_seconds: a start is *held* when it is upright at the end and its longest
+            stretch within the threshold lasted at least this long (s).
 
     Returns:
         dict with ``success_rate`` (fraction of the starts + 1 rollouts upright at the end),
         ``starts`` (starts + 1), ``upright_seconds_min`` / ``_mean`` (`upright_stretches`,
         min / mean over starts), ``hanging_upright_seconds`` (the hanging start's),
-        ``swing_up_seconds_max``, ``upright_fraction_mean``, ``seconds``, ``threshold_rad``.
+        ``swing_up_seconds_max``, ``upright_fraction_mean``, ``held`` (how many rollouts
+        were held, see ``hold_seconds``), ``hold_seconds``, ``seconds``, ``threshold_rad``.
     """
     from diffcam import load_scene, write_video
 
@@ -184,6 +188,8 @@ def evaluate(
         # None when some start never got upright (JSON has no NaN).
         "swing_up_seconds_max": None if reached.isnan().any() else float(reached.max()),
         "upright_fraction_mean": float(stats["upright_fraction"].mean()),
+        "held": int((stats["success"] & (upright >= hold_seconds - 1e-6)).sum()),
+        "hold_seconds": hold_seconds,
         "seconds": total * g.timestep,
         "threshold_rad": config.upright_threshold,
     }

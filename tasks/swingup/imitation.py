@@ -107,6 +107,11 @@ class DaggerConfig:
             raise ValueError(f"DaggerConfig.teacher_share is {self.teacher_share}; use 0 to 1")
 
 
+# Under domain randomisation (`Randomization.moderate()`) the student has more to learn from
+# the same teacher (every look of the scene): twice the rounds.
+RANDOMIZED_DAGGER = DaggerConfig(rounds=20)
+
+
 @dataclasses.dataclass(frozen=True)
 class Demonstrations:
     """The data set: what the student saw and what the teacher did there.
@@ -237,7 +242,8 @@ def dagger(
     for k in range(done):  # the finished rounds' frames, rendered again from their states
         kept = torch.load(out / ROUNDS_DIR / f"{k}.pt", map_location="cpu", weights_only=True)
         seen = _randomized(scene, randomization, kept["seeds"])
-        frames.append(_render_again(episodes, seen, physics.State(*kept["states"])))
+        states = physics.State(*(t.to(scene.device) for t in kept["states"]))
+        frames.append(_render_again(episodes, seen, states))
         actions.append(kept["actions"])
         report("rollouts (resumed)", None, config.fit_steps // 2 + config.fit_steps)
     parameter = next(student.parameters())
@@ -384,6 +390,7 @@ def train_taught(
     teacher_base: SwingUpConfig = TEACHER_BASE,
     progress: bool = True,
     describe: dict | None = None,
+    device: torch.device | str | None = None,
 ) -> tuple[nn.Module, nn.Module, TaughtResult]:
     """Train the teacher, then the student, in ``out`` (resumable: started again with the same
     settings it goes on where it stopped); one tqdm bar over both (stage, loss, ETA).
@@ -400,6 +407,8 @@ def train_taught(
         teacher_phases, teacher_base: the teacher's recipe and settings.
         progress: show the bar.
         describe: JSON-able settings of the caller, stored with the teacher's checkpoints.
+        device: where the networks live (the scenes ``load_scene`` gives must be there too);
+            None: the CPU.
 
     Returns:
         (student, teacher, `TaughtResult`): the trained `PixelPolicy` and `StatePolicy`.
@@ -411,13 +420,13 @@ def train_taught(
     out = Path(out)
     base = dataclasses.replace(teacher_base, control_every=student_config.control_every)
     torch.manual_seed(seed)
-    teacher = make_policy(base, max_action)
-    student = make_policy(student_config, max_action)
+    teacher = make_policy(base, max_action).to(device)
+    student = make_policy(student_config, max_action).to(device)
     total = teacher_units(teacher_phases) + student_units(dagger_config)
     with tqdm(total=total, unit="unit", disable=not progress) as bar:
         taught = train_recipe(
             load_scene, teacher, teacher_phases, out / TEACHER_DIR, base=base, seed=seed,
-            describe=describe, bar=bar,
+            describe=describe, bar=bar, label="teacher: ",
         )  # fmt: skip
         teacher.eval()
 

@@ -111,8 +111,9 @@ PIXEL_BASE = SwingUpConfig(
 # training, 0.2 rad): the paper's distance keeps a gradient of norm 1 however close the tip
 # is. The balance phase scores starts near upright by the quadratic `balance_loss`, which
 # settles the pole, but its iterates also lose swing-ups (the pole left spinning round), so
-# it keeps the weights its `balance_check`s judged best. Seed 1 passes the evaluation (the
-# shipped controller, 21 / 21), seed 0 does not (20 / 21): docs/tutorials/swingup.md.
+# it keeps the weights its `balance_check`s judged best. Seed 1 passes the evaluation
+# (21 / 21), seed 0 does not (20 / 21): docs/tutorials/swingup.md. The shipped controllers
+# are the taught recipe's (`train_taught`).
 PIXEL_RECIPE: tuple[Phase, ...] = (
     Phase("swing", iterations=200, learning_rate=5e-3, final_learning_rate=1e-3,
           gradient_decay=0.9, edge_softness="antialias"),
@@ -162,6 +163,7 @@ def train_recipe(
     progress: bool = True,
     describe: dict | None = None,
     bar=None,
+    label: str = "",
 ) -> RecipeResult:
     """Train ``policy`` through ``phases`` in order, resuming a killed run where it stopped.
 
@@ -187,6 +189,7 @@ def train_recipe(
         describe: JSON-able settings of the caller, stored with each phase's checkpoint.
         bar: a tqdm bar of the caller's to advance (and describe) instead of a new one: one
             bar over a longer run (its total set by the caller, ``progress`` then ignored).
+        label: put before each phase's title on the bar (e.g. ``"teacher: "``).
 
     Returns:
         `RecipeResult`.
@@ -253,7 +256,7 @@ def train_recipe(
                 },
                 resume=True,
                 progress=progress,
-                title=f"phase {k + 1}/{len(phases)} {phase.name}",
+                title=f"{label}phase {k + 1}/{len(phases)} {phase.name}",
                 bar=bar,
                 after_iteration=after_iteration,
             )

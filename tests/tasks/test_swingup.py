@@ -188,6 +188,15 @@ def test_evaluate_reports_the_metrics_and_writes_a_video(tiny_scene_path, tmp_pa
     assert 0.0 <= report["success_rate"] <= 1.0
     json.dumps(report, allow_nan=False)
     assert video.stat().st_size > 0
+    # random starts balanced upright at rest stay up for 0.2 s under the zero policy: held
+    # for 0.1 s, not for 0.3; the hanging start never
+    upright = swingup.StartRanges(x=0.0, theta=0.0, x_dot=0.0, theta_dot=0.0, theta_centre=math.pi)
+    for hold, held in ((0.1, 2), (0.3, 0)):
+        report = swingup.evaluate(
+            tiny_scene_path, policy, config, starts=2, seconds=0.2, ranges=upright,
+            progress=False, hold_seconds=hold,
+        )  # fmt: skip
+        assert report["held"] == held and report["hold_seconds"] == hold
 
 
 def test_balance_share_scores_the_last_episodes_by_the_balance_loss_and_the_check_measures(
