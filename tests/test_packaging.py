@@ -50,7 +50,7 @@ def test_the_wheel_holds_the_scenes_textures_and_weights(tmp_path):
             MESHES_DIR: sorted(MESHES_DIR.glob("*.obj")),
         }
         assert len(expected[SCENES_DIR]) >= 6 and len(expected[TEXTURES_DIR]) >= 9
-        assert len(expected[WEIGHTS_DIR]) == 2 and len(expected[MESHES_DIR]) >= 1
+        assert len(expected[WEIGHTS_DIR]) == 3 and len(expected[MESHES_DIR]) >= 1
         for folder, files in expected.items():
             for file in files:
                 name = f"diffcam/data/{folder.name}/{file.name}"

@@ -102,7 +102,10 @@ class DaggerConfig:
 
     def __post_init__(self) -> None:
         if self.rounds < 1 or self.episodes < 1 or self.fit_steps < 0 or self.minibatch < 1:
-            raise ValueError(f"DaggerConfig: rounds, episodes and minibatch must be >= 1: {self}")
+            raise ValueError(
+                f"DaggerConfig: rounds, episodes and minibatch must be >= 1 and fit_steps >= 0: "
+                f"{self}"
+            )
         if not 0.0 <= self.teacher_share <= 1.0:
             raise ValueError(f"DaggerConfig.teacher_share is {self.teacher_share}; use 0 to 1")
 
@@ -116,7 +119,9 @@ RANDOMIZED_DAGGER = DaggerConfig(rounds=20)
 class Demonstrations:
     """The data set: what the student saw and what the teacher did there.
 
-    frames: (E, T, 3, H, W) uint8, the rendered frame of each control step of E rollouts.
+    frames: (E, T, 3, H, W) uint8, the rendered frame of each control step of E rollouts
+        (in 1/255 steps: within half a step of the float frames the controller sees at run
+        time; a quarter of the memory of float32).
     actions: (E, T, A) the teacher's actions in units of the motor limit (in [-1, 1]).
     """
 
@@ -212,10 +217,7 @@ def dagger(
     report = progress or (lambda what, loss, units: None)
     episodes = SwingUpEpisodes(scene, student, dataclasses.replace(student_config,
                                                                    compile_physics=False))  # fmt: skip
-    g = episodes.cartpole
-    max_action = student.max_action
-    control_every = student_config.control_every
-    steps = student_config.steps(g.timestep, config.seconds)
+    steps = student_config.steps(episodes.cartpole.timestep, config.seconds)
     described = {
         "dagger": dataclasses.asdict(config),
         "student": dataclasses.asdict(student_config),
@@ -238,74 +240,35 @@ def dagger(
         optimizer.load_state_dict(saved["optimizer"])
         generator.set_state(saved["generator"])
         rows, done = saved["rows"], saved["round"]
-    frames, actions = [], []
+    store = _Store(config.rounds * config.episodes)
     for k in range(done):  # the finished rounds' frames, rendered again from their states
         kept = torch.load(out / ROUNDS_DIR / f"{k}.pt", map_location="cpu", weights_only=True)
         seen = _randomized(scene, randomization, kept["seeds"])
         states = physics.State(*(t.to(scene.device) for t in kept["states"]))
-        frames.append(_render_again(episodes, seen, states))
-        actions.append(kept["actions"])
+        store.add(_render_again(episodes, seen, states), kept["actions"])
         report("rollouts (resumed)", None, config.fit_steps // 2 + config.fit_steps)
-    parameter = next(student.parameters())
     for k in range(done, config.rounds):
         began = time.perf_counter()
-        starts = random_starts(config.episodes, generator, config.starts, parameter.dtype)
-        seeds = None
-        if randomization is not None:
-            from diffcam.randomize.training import SEED_LIMIT
-
-            seeds = torch.randint(0, SEED_LIMIT, (config.episodes,), generator=generator)
-        share = 1.0 if k == 0 else config.teacher_share
-        by_teacher = torch.arange(config.episodes) < round(share * config.episodes)
-        driver = _Driver(student, teacher, by_teacher.to(parameter.device),
-                         config.action_noise, max_action, generator)  # fmt: skip
-        seen = _randomized(scene, randomization, seeds)
-        pixels = episodes.observer(seen)
-
-        def observe(state, memory, pixels=pixels):
-            stack, memory, frame = pixels(state, memory)
-            return (stack, state_features(state, g)), memory, frame
-
-        state = states_from_starts(scene, starts.to(parameter.device), g)
-        student.eval()
-        with torch.no_grad():
-            rollout = policy_rollout(seen, driver, observe, steps, state,
-                                     control_every=control_every, keep_records=True)  # fmt: skip
-            control_states = rollout.trajectory[:-1:control_every]
-            labels = teacher(state_features(control_states, g)) / max_action  # (T, E, A)
-            error = upright_error(rollout.trajectory, g)
-            last = error[-round(2.0 / g.timestep) :, ~by_teacher.to(error.device)]
-            upright = (
-                None
-                if last.shape[1] == 0
-                else float((last < student_config.upright_threshold).all(0).float().mean())
-            )
-        round_frames = _quantized(rollout.records.transpose(0, 1)).cpu()
-        round_actions = labels.transpose(0, 1).cpu()
+        collected = _collect(episodes, teacher, config, k, generator, randomization, steps)
         training.atomic_save(
-            {
-                "states": [t.cpu() for t in control_states.tensors()],
-                "actions": round_actions,
-                "seeds": seeds,
-            },
+            {"states": collected.states, "actions": collected.actions, "seeds": collected.seeds},
             out / ROUNDS_DIR / f"{k}.pt",
         )
-        frames.append(round_frames)
-        actions.append(round_actions)
-        collected = time.perf_counter() - began
+        store.add(collected.frames, collected.actions)
+        collect_seconds = time.perf_counter() - began
         report(f"round {k + 1}/{config.rounds} rollouts", None, config.fit_steps // 2)
 
         began = time.perf_counter()
-        data = Demonstrations(torch.cat(frames), torch.cat(actions))
+        data = store.data()
         losses = _fit(student, optimizer, data, config, student_config.frames, generator,
                       lambda loss, k=k: report(f"round {k + 1}/{config.rounds} fit", loss, 1))  # fmt: skip
         rows.append(
             {
                 "round": k + 1,
                 "data": int(data.actions.shape[0] * data.actions.shape[1]),
-                "loss": sum(losses[-20:]) / max(1, len(losses[-20:])) if losses else None,
-                "student_upright": upright,
-                "collect_seconds": round(collected, 2),
+                "loss": sum(losses[-20:]) / len(losses[-20:]) if losses else None,
+                "student_upright": collected.student_upright,
+                "collect_seconds": round(collect_seconds, 2),
                 "fit_seconds": round(time.perf_counter() - began, 2),
             }
         )
@@ -322,6 +285,90 @@ def dagger(
         )
     student.eval()
     return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class _Collected:
+    """One round's rollouts: frames (E, T, 3, H, W) uint8, actions (E, T, A) the teacher's
+    labels (motor-limit units), states the control steps' state tensors (T, E, ...) on the
+    CPU, seeds (E,) of the randomisation (None: none), student_upright (see `dagger`)."""
+
+    frames: torch.Tensor
+    actions: torch.Tensor
+    states: list[torch.Tensor]
+    seeds: torch.Tensor | None
+    student_upright: float | None
+
+
+def _collect(episodes: SwingUpEpisodes, teacher, config: DaggerConfig, round_index: int,
+             generator: torch.Generator, randomization, steps: int) -> _Collected:  # fmt: skip
+    """Round ``round_index``'s rollouts from random starts (drawn from ``generator``, then
+    the randomisation's seeds), driven by the student and, on a share of them, the teacher."""
+    student, scene, g = episodes.policy, episodes.scene, episodes.cartpole
+    c = episodes.config
+    parameter = next(student.parameters())
+    starts = random_starts(config.episodes, generator, config.starts, parameter.dtype)
+    seeds = None
+    if randomization is not None:
+        from diffcam.randomize.training import SEED_LIMIT
+
+        seeds = torch.randint(0, SEED_LIMIT, (config.episodes,), generator=generator)
+    share = 1.0 if round_index == 0 else config.teacher_share
+    by_teacher = (torch.arange(config.episodes) < round(share * config.episodes)).to(
+        parameter.device
+    )
+    driver = _Driver(student, teacher, by_teacher, config.action_noise, student.max_action,
+                     generator)  # fmt: skip
+    seen = _randomized(scene, randomization, seeds)
+    pixels = episodes.observer(seen)
+
+    def observe(state, memory):
+        stack, memory, frame = pixels(state, memory)
+        return (stack, state_features(state, g)), memory, frame
+
+    state = states_from_starts(scene, starts.to(parameter.device), g)
+    student.eval()
+    with torch.no_grad():
+        rollout = policy_rollout(seen, driver, observe, steps, state,
+                                 control_every=c.control_every, keep_records=True)  # fmt: skip
+        control_states = rollout.trajectory[: -1 : c.control_every]
+        labels = teacher(state_features(control_states, g)) / student.max_action  # (T, E, A)
+        last = upright_error(rollout.trajectory[-round(2.0 / g.timestep) :], g)[:, ~by_teacher]
+        upright = (
+            None
+            if last.shape[1] == 0
+            else float((last < c.upright_threshold).all(0).float().mean())
+        )
+    return _Collected(
+        frames=_quantized(rollout.records.transpose(0, 1)).cpu(),
+        actions=labels.transpose(0, 1).cpu(),
+        states=[t.cpu() for t in control_states.tensors()],
+        seeds=seeds,
+        student_upright=upright,
+    )
+
+
+class _Store:
+    """The data set, grown round by round into tensors allocated once for every round's
+    rollouts (``capacity``), so that adding a round copies only that round."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity, self.count = capacity, 0
+        self.frames = self.actions = None
+
+    def add(self, frames: torch.Tensor, actions: torch.Tensor) -> None:
+        """Append (E, T, ...) frames and (E, T, A) actions."""
+        if self.frames is None:
+            self.frames = frames.new_empty((self.capacity, *frames.shape[1:]))
+            self.actions = actions.new_empty((self.capacity, *actions.shape[1:]))
+        end = self.count + frames.shape[0]
+        self.frames[self.count : end] = frames
+        self.actions[self.count : end] = actions
+        self.count = end
+
+    def data(self) -> Demonstrations:
+        """The rounds so far (views, no copy)."""
+        return Demonstrations(self.frames[: self.count], self.actions[: self.count])
 
 
 def _render_again(episodes: SwingUpEpisodes, scene, control_states: physics.State):
