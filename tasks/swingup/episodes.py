@@ -10,7 +10,6 @@ from torch import nn
 
 import physics
 from diffcam.cartpole import (
-    STATE_FEATURES,
     CartPole,
     episode_steps,
     state_features,
@@ -18,8 +17,9 @@ from diffcam.cartpole import (
     step_cost,
     upright_error,
 )
+from diffcam.cartpole.controller import controller_policy, observed_scene
 from diffcam.cartpole.structure import as_floats
-from diffcam.policy import PixelPolicy, PolicyRollout, StatePolicy, pixel_observer, policy_rollout
+from diffcam.policy import PolicyRollout, pixel_observer, policy_rollout
 
 from .cost import FEATURE_SCALE, balance_cost, swingup_loss, upright_stretches
 
@@ -117,23 +117,9 @@ class SwingUpConfig:
 
 
 def make_policy(config: SwingUpConfig, max_action: float) -> nn.Module:
-    """A fresh zero-output policy for ``config``: `PixelPolicy` or `StatePolicy`."""
-    if config.observation == "pixels":
-        return PixelPolicy(
-            1,
-            frames=config.frames,
-            max_action=max_action,
-            width=config.width,
-            hidden=config.hidden,
-            downsample=config.downsample * config.render_downscale,
-        )
-    return StatePolicy(
-        len(STATE_FEATURES),
-        1,
-        max_action=max_action,
-        hidden=config.hidden,
-        input_scale=FEATURE_SCALE,
-    )
+    """A fresh zero-output policy for ``config``: `PixelPolicy` or `StatePolicy`
+    (`diffcam.cartpole.controller_policy`, as a shipped controller is loaded)."""
+    return controller_policy(dataclasses.asdict(config), max_action, input_scale=FEATURE_SCALE)
 
 
 def motor_limit(scene) -> float:
@@ -173,16 +159,7 @@ class SwingUpEpisodes(nn.Module):
             return scene
         kept = self._views.get(id(scene))
         if kept is None or kept[0] is not scene:
-            if hasattr(scene, "downscaled"):  # a RandomizedScene: its cameras, downscaled
-                view = scene.downscaled(factor)
-            elif hasattr(scene, "view"):
-                view = scene.view(camera=scene.camera.downscaled(factor))
-            else:
-                raise ValueError(
-                    f"SwingUpConfig.render_downscale = {factor} needs a diffcam.Scene or a "
-                    f"RandomizedScene (got {type(scene).__name__})"
-                )
-            kept = (scene, view)
+            kept = (scene, observed_scene(scene, factor))
             self._views[id(scene)] = kept
         return kept[1]
 

@@ -127,3 +127,42 @@ def test_upright_share_draws_the_last_rows_near_upright_and_keeps_the_rest():
     assert (plain[300:, 1] - math.pi).abs().max() > 1.0  # so the test could fail
     with pytest.raises(ValueError, match="upright_share"):
         cartpole.StartRanges(upright_share=1.5)
+
+
+# --------------------------------------------------------------------------- controllers
+@pytest.mark.parametrize("name", sorted(cartpole.SHIPPED))
+def test_every_shipped_controller_loads_and_acts(name):
+    # a short rollout from two starts: finite actions within the motor's limit, the frame
+    # stack carried on as memory (pixels), the network in eval mode
+    scene = diffcam.load_scene(SCENE, batch_size=2)
+    controller = cartpole.load_controller(name, scene)
+    assert not controller.policy.training
+    assert controller.settings["observation"] == name.split("_")[0]
+    state = cartpole.states_from_starts(scene, torch.tensor([[0.0, 0.0, 0, 0], [0.2, 3.0, 0, 0]]))
+    every = controller.settings["control_every"]
+    result = controller.rollout(scene, 3 * every, state)
+    assert result.actions.shape == (3, 2, 1)
+    assert torch.isfinite(result.actions).all() and result.actions.abs().max() <= 30.0
+    assert result.trajectory.position.shape[0] == 3 * every + 1
+    if name.startswith("pixels"):
+        assert result.memory.shape == (2, 3 * controller.settings["frames"], 48, 144)
+        more = controller.rollout(scene, every, result.trajectory[-1], result.memory)
+        assert more.actions.shape == (1, 2, 1)
+
+
+def test_load_controller_names_what_is_wrong(tmp_path):
+    scene = diffcam.load_scene(SCENE)
+    with pytest.raises(FileNotFoundError, match="no controller file at .*nothing.pt"):
+        cartpole.load_controller(tmp_path / "nothing.pt", scene)
+    torch.save({"weights": {}}, tmp_path / "odd.pt")
+    with pytest.raises(ValueError, match="odd.pt: not a controller file \\(no 'policy' entry"):
+        cartpole.load_controller(tmp_path / "odd.pt", scene)
+
+
+def test_observed_scene_is_the_scene_through_its_downscaled_camera():
+    scene = diffcam.load_scene(SCENE)
+    assert cartpole.observed_scene(scene, 1) is scene
+    view = cartpole.observed_scene(scene, 2)
+    assert (view.camera.width, view.camera.height) == (144, 48)
+    with pytest.raises(ValueError, match="need a diffcam.Scene or a RandomizedScene"):
+        cartpole.observed_scene(object(), 2)

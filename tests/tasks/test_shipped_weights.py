@@ -65,3 +65,24 @@ def hanging_start_holds(policy, config, scene):
     error = swingup.upright_error(trajectory, episodes.cartpole)[:, 0]
     assert error[-500:].max() < 0.2  # the last 5 s
     assert error[0] > 3.1  # and it did start hanging (pi from upright)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("single_thread")
+def test_the_library_runs_a_controller_file_as_the_task_does():
+    # diffcam.cartpole.load_controller (no training code) and the task's SwingUpEpisodes give
+    # the same trajectory, bit for bit, for the shipped pixel controller: 1 s from two starts
+    from diffcam import cartpole
+
+    scene = diffcam.load_scene(SCENE, batch_size=2)
+    controller = cartpole.load_controller("pixels", scene)
+    policy, config, _ = swingup.load_policy(WEIGHTS_DIR / cartpole.SHIPPED["pixels"], 30.0)
+    config = dataclasses.replace(config, compile_physics=False)
+    episodes = swingup.SwingUpEpisodes(scene, policy, config).eval()
+    state = swingup.states_from_starts(scene, torch.tensor([[0.0, 0.0, 0, 0], [0.3, 2.0, 0, 1]]))
+    steps = config.steps(0.01, 1.0)
+    with torch.no_grad():
+        task = episodes.rollout(state, steps).trajectory
+    library = controller.rollout(scene, steps, state).trajectory
+    for ours, theirs in zip(library.tensors(), task.tensors(), strict=True):
+        assert torch.equal(ours, theirs)
