@@ -82,6 +82,8 @@ def test_rounds_label_the_students_states_and_fit_the_teacher(scene_path, tmp_pa
     kept = torch.load(tmp_path / "rounds" / "1.pt", weights_only=True)
     assert kept["actions"].shape == (DAGGER.episodes, steps, 1)
     assert kept["states"][0].shape[:2] == (steps, DAGGER.episodes)
+    for t in kept["states"]:  # the control steps alone, not the trajectory's storage
+        assert t.untyped_storage().nbytes() == t.numel() * t.element_size()
     assert kept["actions"].abs().max() <= 1.0 and kept["seeds"] is None
     cartpole = swingup.CartPole.from_scene(diffcam.load_scene(scene_path))
     import physics
