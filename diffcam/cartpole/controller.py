@@ -135,9 +135,8 @@ def load_controller(name_or_path: str | Path, scene) -> Controller:
             raise ValueError(f"{path}: not a controller file (no {key!r} entry)")
     settings = dict(payload["config"])
     max_action = float(scene.world.motor_max.detach().abs().max())
-    parameter = scene.initial_state().position
     policy = controller_policy(settings, max_action)
     policy.load_state_dict(payload["policy"])
-    policy = policy.to(device=parameter.device, dtype=parameter.dtype).eval()
+    policy = policy.to(device=scene.device, dtype=scene.dtype).eval()
     info = {k: v for k, v in payload.items() if k not in ("policy", "config")}
     return Controller(policy, settings, info)

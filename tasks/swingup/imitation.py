@@ -145,11 +145,12 @@ class _Driver(nn.Module):
         self.student, self.teacher = student, teacher
         self.by_teacher, self.noise = by_teacher, noise
         self.max_action, self.generator = max_action, generator
+        self.teacher_drives = bool(by_teacher.any())  # once, not a host sync per step
 
     def forward(self, observation):
         stack, features = observation
         student = self.student(stack)
-        if not bool(self.by_teacher.any()):
+        if not self.teacher_drives:
             return student
         teacher = self.teacher(features)
         noise = torch.randn(teacher.shape, generator=self.generator, dtype=teacher.dtype)
@@ -247,7 +248,7 @@ def dagger(
         seen = _randomized(scene, randomization, kept["seeds"])
         states = physics.State(*(t.to(scene.device) for t in kept["states"]))
         store.add(_render_again(episodes, seen, states), kept["actions"])
-        report("rollouts (resumed)", None, config.fit_steps // 2 + config.fit_steps)
+        report("rollouts (resumed)", None, _round_units(config))
     for k in range(done, config.rounds):
         began = time.perf_counter()
         collected = _collect(episodes, teacher, config, k, generator, randomization, steps)
@@ -257,7 +258,7 @@ def dagger(
         )
         store.add(collected.frames, collected.actions)
         collect_seconds = time.perf_counter() - began
-        report(f"round {k + 1}/{config.rounds} rollouts", None, config.fit_steps // 2)
+        report(f"round {k + 1}/{config.rounds} rollouts", None, _collect_units(config))
 
         began = time.perf_counter()
         data = store.data()
@@ -376,16 +377,13 @@ class _Store:
 
 
 def _render_again(episodes: SwingUpEpisodes, scene, control_states: physics.State):
-    """(E, T, 3, H, W) uint8: the frames of (T, E, ...) control states, drawn in the order
-    the rollout drew them (a randomised scene's sensor noise comes out the same)."""
-    view = episodes.observed_scene(scene)
-    c = episodes.config
+    """(E, T, 3, H, W) uint8: the frames of (T, E, ...) control states, drawn by the
+    observer the rollout drew them with, in the same order (a randomised scene's sensor
+    noise comes out the same)."""
+    observe, memory, drawn = episodes.observer(scene), None, []
     with torch.no_grad():
-        drawn = []
         for t in range(control_states.position.shape[0]):
-            frame = view.render(control_states[t], edge_softness=c.edge_softness)
-            if c.downsample > 1:
-                frame = torch.nn.functional.avg_pool2d(frame, c.downsample)
+            _, memory, frame = observe(control_states[t], memory)
             drawn.append(frame)
     return _quantized(torch.stack(drawn, 1)).cpu()
 
@@ -501,6 +499,16 @@ def teacher_units(phases=TEACHER_RECIPE) -> int:
     return sum(p.iterations for p in phases)
 
 
+def _collect_units(config: DaggerConfig) -> int:
+    """Progress units of a round's rollouts: half its fit steps (about their cost)."""
+    return config.fit_steps // 2
+
+
+def _round_units(config: DaggerConfig) -> int:
+    """Progress units of a round: its rollouts and its Adam steps."""
+    return _collect_units(config) + config.fit_steps
+
+
 def student_units(config: DaggerConfig) -> int:
     """Progress units of the student's rounds (see `dagger`'s ``progress``)."""
-    return config.rounds * (config.fit_steps // 2 + config.fit_steps)
+    return config.rounds * _round_units(config)
